@@ -1,0 +1,118 @@
+//! The command line: `run`, `check-config` and `demo`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::load_plan;
+use crate::error::Result;
+use crate::pipeline::claim::DropRef;
+use crate::pipeline::summary::RunStatus;
+use crate::pipeline::{RunOptions, run as run_drop};
+use crate::telemetry::LogFormat;
+
+/// silverline: judge a contributor's drop against the rules and its own history, then commit it to Silver.
+#[derive(Debug, Parser)]
+#[command(name = "silverline", version, about)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "json", env = "SILVERLINE_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one drop: claim, read, baseline, evaluate, route, write, balance, commit, summary.
+    Run {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Contributor id (the drop's folder under the bronze root).
+        #[arg(long)]
+        contributor: String,
+        /// Drop id (the folder under the contributor).
+        #[arg(long = "drop")]
+        drop_id: String,
+        /// Do everything but the commit, and say what would have been committed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Validate the configuration and its rules without reading data.
+    CheckConfig {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+    },
+    /// Generate the reference dataset, load its history and run the clean month and the corruptions.
+    Demo {
+        /// Folder for the demo's bronze, warehouse, catalog and dq_error output.
+        #[arg(long, default_value = "silverline-demo")]
+        dir: PathBuf,
+    },
+}
+
+/// Executes the parsed command.
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run {
+            config,
+            contributor,
+            drop_id,
+            dry_run,
+        } => {
+            let plan = load_plan(&config)?;
+            let drop = DropRef::new(&contributor, &drop_id)?;
+            let options = RunOptions {
+                dry_run,
+                ..RunOptions::default()
+            };
+            let outcome = run_drop(&plan, &drop, &options).await?;
+            print_outcome(&outcome.summary, outcome.summary_url.as_deref());
+            Ok(())
+        }
+        Command::CheckConfig { config } => {
+            let plan = load_plan(&config)?;
+            println!(
+                "{}: ok ({} columns, {} rules)",
+                config.display(),
+                plan.contract.columns.len(),
+                plan.rules.len()
+            );
+            Ok(())
+        }
+        Command::Demo { dir } => crate::demo::run_demo(&dir).await,
+    }
+}
+
+fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Option<&str>) {
+    let counts = &summary.counts;
+    match summary.status {
+        RunStatus::AlreadyCommitted => println!(
+            "{}/{}: already committed in snapshot {}: nothing to do",
+            summary.contributor,
+            summary.drop_id,
+            summary.snapshot_id.unwrap_or_default()
+        ),
+        RunStatus::DryRun => println!(
+            "dry run: would commit {} rows to {} (received {}, quarantined {}, dropped {}, warned {})",
+            counts.committed, summary.table, counts.received, counts.quarantined, counts.dropped, counts.warned
+        ),
+        _ => println!(
+            "committed {} rows to {} in snapshot {} (received {}, quarantined {}, dropped {}, warned {})",
+            counts.committed,
+            summary.table,
+            summary.snapshot_id.unwrap_or_default(),
+            counts.received,
+            counts.quarantined,
+            counts.dropped,
+            counts.warned
+        ),
+    }
+    if let Some(url) = summary_url {
+        println!("summary: {url}");
+    }
+}

@@ -1,0 +1,196 @@
+//! The dataset contract: typed columns, keys and the order column, with their
+//! Arrow and Iceberg forms. Everything the engine knows about a dataset comes
+//! from here; it hard-codes no column name (DESIGN.md invariant 6).
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use iceberg::spec::{NestedField, PrimitiveType, Type};
+
+/// The type of one contract column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    /// UTF-8 text.
+    String,
+    /// Calendar date, `YYYY-MM-DD`.
+    Date,
+    /// 32-bit integer.
+    Int,
+    /// 64-bit integer.
+    Long,
+    /// 64-bit float.
+    Double,
+    /// true / false.
+    Boolean,
+    /// Fixed-point decimal.
+    Decimal {
+        /// Total digits.
+        precision: u8,
+        /// Digits after the point.
+        scale: i8,
+    },
+}
+
+impl ColumnType {
+    /// Parses `string`, `date`, `int`, `long`, `double`, `boolean` or `decimal(P,S)`.
+    pub fn parse(text: &str) -> Option<ColumnType> {
+        let text = text.trim().to_ascii_lowercase();
+        let simple = match text.as_str() {
+            "string" => Some(ColumnType::String),
+            "date" => Some(ColumnType::Date),
+            "int" => Some(ColumnType::Int),
+            "long" => Some(ColumnType::Long),
+            "double" => Some(ColumnType::Double),
+            "boolean" => Some(ColumnType::Boolean),
+            _ => None,
+        };
+        simple.or_else(|| parse_decimal(&text))
+    }
+
+    /// The Arrow type rows carry in memory.
+    pub fn arrow_type(self) -> DataType {
+        match self {
+            ColumnType::String => DataType::Utf8,
+            ColumnType::Date => DataType::Date32,
+            ColumnType::Int => DataType::Int32,
+            ColumnType::Long => DataType::Int64,
+            ColumnType::Double => DataType::Float64,
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::Decimal { precision, scale } => DataType::Decimal128(precision, scale),
+        }
+    }
+
+    /// The SQL type name, for casts in generated queries.
+    pub fn sql_type(self) -> String {
+        match self {
+            ColumnType::String => "VARCHAR".to_string(),
+            ColumnType::Date => "DATE".to_string(),
+            ColumnType::Int => "INT".to_string(),
+            ColumnType::Long => "BIGINT".to_string(),
+            ColumnType::Double => "DOUBLE".to_string(),
+            ColumnType::Boolean => "BOOLEAN".to_string(),
+            ColumnType::Decimal { precision, scale } => format!("DECIMAL({precision},{scale})"),
+        }
+    }
+
+    /// The Iceberg type of the Silver column.
+    pub fn iceberg_type(self) -> PrimitiveType {
+        match self {
+            ColumnType::String => PrimitiveType::String,
+            ColumnType::Date => PrimitiveType::Date,
+            ColumnType::Int => PrimitiveType::Int,
+            ColumnType::Long => PrimitiveType::Long,
+            ColumnType::Double => PrimitiveType::Double,
+            ColumnType::Boolean => PrimitiveType::Boolean,
+            ColumnType::Decimal { precision, scale } => PrimitiveType::Decimal {
+                precision: u32::from(precision),
+                scale: scale.unsigned_abs().into(),
+            },
+        }
+    }
+}
+
+fn parse_decimal(text: &str) -> Option<ColumnType> {
+    let inner = text.strip_prefix("decimal(")?.strip_suffix(')')?;
+    let (precision, scale) = inner.split_once(',')?;
+    let precision: u8 = precision.trim().parse().ok()?;
+    let scale: i8 = scale.trim().parse().ok()?;
+    let valid = (1..=38).contains(&precision) && scale >= 0 && (scale as u8) <= precision;
+    valid.then_some(ColumnType::Decimal { precision, scale })
+}
+
+/// One contract column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// Name in files and in Silver.
+    pub name: String,
+    /// Type.
+    pub column_type: ColumnType,
+    /// Whether nulls are allowed in Silver.
+    pub nullable: bool,
+}
+
+/// The validated dataset contract.
+#[derive(Debug, Clone)]
+pub struct Contract {
+    /// Dataset name.
+    pub name: String,
+    /// Columns in Silver order.
+    pub columns: Vec<Column>,
+    /// Columns identifying an entity across periods.
+    pub entity_key: Vec<String>,
+    /// The date column that orders an entity's states.
+    pub order_column: String,
+    /// The column that must equal the drop's contributor.
+    pub contributor_column: String,
+}
+
+impl Contract {
+    /// The column called `name`, if any.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// Column names in order.
+    pub fn column_names(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|c| c.name.as_str())
+    }
+
+    /// The record key: entity key plus the order column.
+    pub fn record_key(&self) -> Vec<String> {
+        let mut key = self.entity_key.clone();
+        key.push(self.order_column.clone());
+        key
+    }
+
+    /// Arrow schema of rows in flight: every column nullable, since a null in a
+    /// required column is a rule failure to report, not a crash.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        let fields: Vec<Field> = self
+            .columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.column_type.arrow_type(), true))
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    /// Iceberg schema of the Silver table, with field ids 1..=n.
+    pub fn iceberg_schema(&self) -> iceberg::Result<iceberg::spec::Schema> {
+        let fields = self
+            .columns
+            .iter()
+            .zip(1..)
+            .map(|(c, id)| {
+                let ty = Type::Primitive(c.column_type.iceberg_type());
+                let field = if c.nullable {
+                    NestedField::optional(id, &c.name, ty)
+                } else {
+                    NestedField::required(id, &c.name, ty)
+                };
+                Arc::new(field)
+            })
+            .collect::<Vec<_>>();
+        iceberg::spec::Schema::builder().with_fields(fields).build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_types_parse_with_and_without_decimal_arguments() {
+        let cases = [
+            ("string", Some(ColumnType::String)),
+            ("DATE", Some(ColumnType::Date)),
+            ("decimal(18,2)", Some(ColumnType::Decimal { precision: 18, scale: 2 })),
+            ("decimal( 10 , 0 )", Some(ColumnType::Decimal { precision: 10, scale: 0 })),
+            ("decimal(2,3)", None),
+            ("decimal(40,2)", None),
+            ("varchar", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(ColumnType::parse(text), expected, "{text}");
+        }
+    }
+}

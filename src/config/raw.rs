@@ -1,0 +1,207 @@
+//! The configuration file as written (TOML), before validation.
+//!
+//! Every struct denies unknown fields so that a typo is an error, not a
+//! silently ignored setting. Defaults are stated on each field.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SilverlineConfig {
+    /// The dataset contract: columns, keys, order column.
+    pub dataset: DatasetConfig,
+    /// The Silver table: where it lives and how it is partitioned.
+    pub table: TableConfig,
+    /// How far back the baseline reaches. Default: 3 months.
+    #[serde(default)]
+    pub baseline: BaselineConfig,
+    /// Where bronze drops are read and dq_error output is written.
+    pub storage: StorageConfig,
+    /// The Iceberg catalog that holds the Silver table.
+    pub catalog: CatalogConfig,
+    /// How contributor ids map to contributor types. Default: every contributor is `default`.
+    #[serde(default)]
+    pub contributors: ContributorsConfig,
+    /// The rules. Default: none.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+/// The dataset contract.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetConfig {
+    /// A name for humans and summaries.
+    pub name: String,
+    /// Every column of the Silver table, in order.
+    pub columns: Vec<ColumnConfig>,
+    /// The columns that identify one entity (one account) across periods.
+    pub entity_key: Vec<String>,
+    /// The column that orders an entity's states (a date). Entity key + order column is the record key.
+    pub order_column: String,
+    /// The column that must equal the drop's contributor id; the baseline is read for this value.
+    pub contributor_column: String,
+}
+
+/// One column of the contract.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnConfig {
+    /// Column name as it appears in the file header and in Silver.
+    pub name: String,
+    /// `string`, `date`, `int`, `long`, `double`, `boolean` or `decimal(P,S)`.
+    #[serde(rename = "type")]
+    pub data_type: String,
+    /// Whether the column may be null. Default: true.
+    #[serde(default = "default_true")]
+    pub nullable: bool,
+}
+
+/// The Silver table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfig {
+    /// Iceberg namespace. Default: `silver`.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// Table name.
+    pub name: String,
+    /// Partition fields, in order. Default: unpartitioned.
+    #[serde(default)]
+    pub partition: Vec<PartitionFieldConfig>,
+}
+
+/// One partition field.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionFieldConfig {
+    /// The source column.
+    pub column: String,
+    /// `identity`, `year`, `month` or `day`. Default: `identity`.
+    #[serde(default = "default_transform")]
+    pub transform: String,
+}
+
+/// The baseline window.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineConfig {
+    /// How many months of Silver history before the drop's earliest period are read. Default: 3.
+    #[serde(default = "default_lookback_months")]
+    pub lookback_months: u32,
+}
+
+impl Default for BaselineConfig {
+    fn default() -> Self {
+        Self {
+            lookback_months: default_lookback_months(),
+        }
+    }
+}
+
+/// Object storage locations (URLs: `file:///abs/path`, a relative path, `s3://bucket/prefix`, `memory://`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Root of the bronze drops: `<bronze>/<contributor>/<drop_id>/...`.
+    pub bronze: String,
+    /// Root of the dq_error output (quarantine, dropped, summaries, claims).
+    pub dq_error: String,
+}
+
+/// The Iceberg catalog.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum CatalogConfig {
+    /// SQLite-backed SQL catalog with a warehouse on storage: the embedded default.
+    Sql {
+        /// sqlx URI of the catalog database, e.g. `sqlite://data/catalog.db`. Relative paths are
+        /// resolved against the config file's folder.
+        uri: String,
+        /// Warehouse location (a path or URL).
+        warehouse: String,
+        /// Catalog name. Default: `silverline`.
+        #[serde(default = "default_catalog_name")]
+        name: String,
+    },
+}
+
+/// Contributor types.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContributorsConfig {
+    /// The type of a contributor that no entry matches. Default: `default`.
+    #[serde(default = "default_contributor_type")]
+    pub default_type: String,
+    /// Types, checked in order; the first that matches wins. Default: none.
+    #[serde(default)]
+    pub types: Vec<ContributorTypeConfig>,
+    /// Per-contributor type overrides (contributor id -> type). Default: none.
+    #[serde(default)]
+    pub assign: BTreeMap<String, String>,
+}
+
+impl Default for ContributorsConfig {
+    fn default() -> Self {
+        Self {
+            default_type: default_contributor_type(),
+            types: Vec::new(),
+            assign: BTreeMap::new(),
+        }
+    }
+}
+
+/// One contributor type and the ids that belong to it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContributorTypeConfig {
+    /// Type name, as rules name it.
+    pub name: String,
+    /// Contributor ids starting with any of these belong to the type. Default: none.
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+}
+
+/// One rule. The expression describes a *valid* row: true passes, false or NULL fails.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Rule name; it appears in `_dq_errors`, the quarantine files and the summary.
+    pub name: String,
+    /// SQL boolean expression over the row's columns and `prev_<column>` (the previous state).
+    pub expression: String,
+    /// `warn`, `drop`, `quarantine` or `fail` (also `warning`, `critical`, `fatal`, and the
+    /// dlt names `expect`, `expect_or_drop`, `expect_or_quarantine`, `expect_or_fail`).
+    pub severity: String,
+    /// Contributor types the rule applies to; `*` for all. Default: `["*"]`.
+    #[serde(default = "default_all_types")]
+    pub contributor_types: Vec<String>,
+    /// What the rule checks, for humans; used as the error message. Default: the expression.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_namespace() -> String {
+    "silver".to_string()
+}
+fn default_transform() -> String {
+    "identity".to_string()
+}
+fn default_lookback_months() -> u32 {
+    3
+}
+fn default_catalog_name() -> String {
+    "silverline".to_string()
+}
+fn default_contributor_type() -> String {
+    "default".to_string()
+}
+fn default_all_types() -> Vec<String> {
+    vec!["*".to_string()]
+}

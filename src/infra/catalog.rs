@@ -1,0 +1,152 @@
+//! The Iceberg catalog that holds Silver, and the Silver table itself:
+//! connecting (SQLite SQL catalog for the embedded default), and creating the
+//! table from the contract on the first run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::spec::{Transform, UnboundPartitionSpec};
+use iceberg::table::Table;
+use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
+use iceberg_catalog_sql::SqlCatalogBuilder;
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+
+use crate::config::Plan;
+use crate::config::contract::Contract;
+use crate::config::plan::{CatalogSpec, PartitionTransform, TableSpec};
+use crate::error::{Error, Result};
+
+/// Connects to the catalog the plan names.
+pub async fn connect(spec: &CatalogSpec) -> Result<Arc<dyn Catalog>> {
+    match spec {
+        CatalogSpec::Sql { uri, warehouse, name } => connect_sql(uri, warehouse, name).await,
+    }
+}
+
+async fn connect_sql(uri: &str, warehouse: &str, name: &str) -> Result<Arc<dyn Catalog>> {
+    create_sqlite_folder(uri)?;
+    let props = HashMap::from([
+        ("uri".to_string(), uri.to_string()),
+        ("warehouse".to_string(), warehouse.to_string()),
+        ("sql_bind_style".to_string(), "QMark".to_string()),
+    ]);
+    let catalog = SqlCatalogBuilder::default()
+        .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+        .load(name, props)
+        .await
+        .map_err(Error::catalog("connect", format!("catalog.uri = {uri}")))?;
+    Ok(Arc::new(catalog))
+}
+
+fn create_sqlite_folder(uri: &str) -> Result<()> {
+    let Some(path) = uri.strip_prefix("sqlite://") else {
+        return Ok(());
+    };
+    let path = std::path::Path::new(path.split('?').next().unwrap_or(path));
+    match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => {
+            std::fs::create_dir_all(folder).map_err(|source| Error::Io {
+                path: folder.to_path_buf(),
+                source,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The Silver table's identifier.
+pub fn table_ident(spec: &TableSpec) -> TableIdent {
+    TableIdent::new(NamespaceIdent::new(spec.namespace.clone()), spec.name.clone())
+}
+
+/// Loads the Silver table, creating its namespace and the table from the contract if missing.
+pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
+    let ident = table_ident(&plan.table);
+    let target = ident.to_string();
+    let namespace = ident.namespace().clone();
+    let exists = catalog
+        .namespace_exists(&namespace)
+        .await
+        .map_err(Error::catalog("namespace-exists", &target))?;
+    if !exists {
+        // Another run may create it at the same moment: only a real failure counts.
+        let created = catalog.create_namespace(&namespace, HashMap::new()).await;
+        if created.is_err() && !catalog.namespace_exists(&namespace).await.unwrap_or(false) {
+            created.map_err(Error::catalog("create-namespace", &target))?;
+        }
+    }
+    if catalog
+        .table_exists(&ident)
+        .await
+        .map_err(Error::catalog("table-exists", &target))?
+    {
+        return load_silver(catalog, plan).await;
+    }
+    let creation = table_creation(plan).map_err(Error::catalog("create-table", &target))?;
+    match catalog.create_table(&namespace, creation).await {
+        Ok(table) => Ok(table),
+        Err(_) if catalog.table_exists(&ident).await.unwrap_or(false) => load_silver(catalog, plan).await,
+        Err(e) => Err(Error::catalog("create-table", &target)(e)),
+    }
+}
+
+/// Loads the Silver table and checks that its schema is the contract.
+pub async fn load_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
+    let ident = table_ident(&plan.table);
+    let table = catalog
+        .load_table(&ident)
+        .await
+        .map_err(Error::catalog("load-table", ident.to_string()))?;
+    check_schema(&table, &plan.contract)?;
+    Ok(table)
+}
+
+fn check_schema(table: &Table, contract: &Contract) -> Result<()> {
+    let schema = table.metadata().current_schema();
+    let actual: Vec<String> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name, f.field_type))
+        .collect();
+    let expected: Vec<String> = contract
+        .columns
+        .iter()
+        .map(|c| format!("{} {}", c.name, c.column_type.iceberg_type()))
+        .collect();
+    if actual == expected {
+        return Ok(());
+    }
+    Err(Error::ConfigInvalid {
+        path: "dataset.columns".into(),
+        problems: vec![format!(
+            "Silver table {} has columns [{}] but the contract declares [{}]",
+            table.identifier(),
+            actual.join(", "),
+            expected.join(", ")
+        )],
+    })
+}
+
+fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
+    let schema = plan.contract.iceberg_schema()?;
+    let mut spec = UnboundPartitionSpec::builder();
+    for (column, transform) in &plan.table.partition {
+        let source_id = schema
+            .field_by_name(column)
+            .map(|f| f.id)
+            .ok_or_else(|| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, format!("no column {column}")))?;
+        let (transform, suffix) = match transform {
+            PartitionTransform::Identity => (Transform::Identity, ""),
+            PartitionTransform::Year => (Transform::Year, "_year"),
+            PartitionTransform::Month => (Transform::Month, "_month"),
+            PartitionTransform::Day => (Transform::Day, "_day"),
+        };
+        spec = spec.add_partition_field(source_id, format!("{column}{suffix}"), transform)?;
+    }
+    Ok(TableCreation::builder()
+        .name(plan.table.name.clone())
+        .schema(schema)
+        .partition_spec(spec.build())
+        .build())
+}

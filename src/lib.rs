@@ -1,0 +1,27 @@
+//! silverline: bronze-to-Silver ingestion for an Apache Iceberg lakehouse that
+//! refuses to let well-formed but wrong data through.
+//!
+//! ```text
+//!  bronze drop ──► claim ──► read ──► baseline ──► evaluate ──► route ─┬─► write Silver files ─┐
+//!  (CSV/Parquet)   run key   typed    Silver       row + trend        │                       ├─► balance ──► commit ──► summary
+//!                  rerun=0   rows +   history,     rules, verdict     └─► write dq_error CSV ─┘   counts      one         JSON
+//!                            parse    LAG -> prev_*  on every row          (quarantine, dropped)   read back   snapshot
+//!                            rejects
+//! ```
+//!
+//! Modules in pipeline order: [`config`] (contract and rules), [`pipeline`]
+//! (one module per stage), [`infra`] (object storage and catalog), plus the
+//! [`cli`], [`demo`] and [`telemetry`] around them.
+
+#![deny(missing_docs)]
+
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod infra;
+pub mod pipeline;
+pub mod telemetry;
+pub mod transient;
+
+pub use error::{Error, ErrorClass, Result};

@@ -1,0 +1,186 @@
+//! Baseline: the account's own history, joined to every row by a LAG.
+//!
+//! In: the drop's typed rows and the Silver table. Out: a lazy frame of the
+//! drop's rows with `prev_<column>` for every column a trend rule reads, plus
+//! `_has_baseline` and `_key_occurrences`.
+//!
+//! Only this contributor's Silver rows are read, only from the lookback window
+//! before the drop's earliest period, and only the columns rules need
+//! (DESIGN.md invariant 7). They are unioned with the drop and LAGged over the
+//! order column per entity, so a backfill's February finds its January in the
+//! same pass (invariant 8); an entity with no history gets null `prev_*` and
+//! `_has_baseline = false` (invariant 9).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{Array, Date32Array};
+use arrow::record_batch::RecordBatch;
+use chrono::{Datelike, Months, NaiveDate};
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use iceberg::table::Table;
+use iceberg_datafusion::IcebergStaticTableProvider;
+
+use crate::config::contract::Contract;
+use crate::config::rules::Rule;
+use crate::error::{Error, Result};
+use crate::infra::query::new_session;
+use crate::transient::{DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_OCCURRENCES, SOURCE_FILE, SOURCE_LINE, prev_column};
+
+/// The drop's rows with their previous state attached, not yet computed.
+pub struct Baselined {
+    /// The query session the frame belongs to.
+    pub ctx: SessionContext,
+    /// Drop rows + `prev_*` + `_has_baseline` + `_key_occurrences`.
+    pub frame: DataFrame,
+    /// The history window that was read, if the drop had any rows to baseline.
+    pub window: Option<(NaiveDate, NaiveDate)>,
+}
+
+/// Builds the baseline frame for `rows` of `contributor` against `silver`.
+pub async fn load_baseline(
+    contract: &Contract,
+    rules: &[&Rule],
+    lookback_months: u32,
+    contributor: &str,
+    rows: RecordBatch,
+    silver: &Table,
+) -> Result<Baselined> {
+    let ctx = new_session();
+    let window = order_window(contract, &rows, lookback_months)?;
+    ctx.register_batch("batch", rows).map_err(Error::query("baseline"))?;
+    register_history_source(&ctx, contract, silver).await?;
+    let prev = prev_columns(contract, rules);
+    let sql = baseline_sql(contract, &prev, contributor, window);
+    let frame = ctx.sql(&sql).await.map_err(Error::query("baseline"))?;
+    Ok(Baselined { ctx, frame, window })
+}
+
+/// Columns whose previous value is needed: what trend rules read, plus the order column.
+fn prev_columns(contract: &Contract, rules: &[&Rule]) -> BTreeSet<String> {
+    let mut columns: BTreeSet<String> = rules.iter().flat_map(|r| r.prev_columns.iter().cloned()).collect();
+    columns.insert(contract.order_column.clone());
+    columns
+}
+
+/// First day of the lookback period before the earliest row, and the latest row's date.
+fn order_window(contract: &Contract, rows: &RecordBatch, lookback_months: u32) -> Result<Option<(NaiveDate, NaiveDate)>> {
+    let Some(column) = rows.column_by_name(&contract.order_column) else {
+        return Ok(None);
+    };
+    let Some(dates) = column.as_any().downcast_ref::<Date32Array>() else {
+        return Ok(None);
+    };
+    let (Some(min), Some(max)) = (arrow::compute::min(dates), arrow::compute::max(dates)) else {
+        return Ok(None);
+    };
+    let to_date = |days: i32| {
+        NaiveDate::from_num_days_from_ce_opt(days + 719_163).ok_or_else(|| Error::BadDrop {
+            location: contract.order_column.clone(),
+            reason: format!("date out of range ({days} days since 1970-01-01)"),
+        })
+    };
+    let earliest = to_date(min)?;
+    let from = earliest
+        .with_day(1)
+        .and_then(|d| d.checked_sub_months(Months::new(lookback_months)))
+        .unwrap_or(NaiveDate::MIN);
+    Ok(Some((from, to_date(max)?)))
+}
+
+/// Registers `silver` as the history source, or an empty table of the contract's shape before the first commit.
+async fn register_history_source(ctx: &SessionContext, contract: &Contract, silver: &Table) -> Result<()> {
+    let provider: Arc<dyn datafusion::catalog::TableProvider> = if silver.metadata().current_snapshot().is_some() {
+        let provider = IcebergStaticTableProvider::try_new_from_table(silver.clone())
+            .await
+            .map_err(Error::catalog("scan", silver.identifier().to_string()))?;
+        Arc::new(provider)
+    } else {
+        let empty = MemTable::try_new(contract.arrow_schema(), vec![vec![]]).map_err(Error::query("baseline"))?;
+        Arc::new(empty)
+    };
+    ctx.register_table("silver", provider).map_err(Error::query("baseline"))?;
+    Ok(())
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn sql_string(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+fn baseline_sql(
+    contract: &Contract,
+    prev: &BTreeSet<String>,
+    contributor: &str,
+    window: Option<(NaiveDate, NaiveDate)>,
+) -> String {
+    let record_key = contract.record_key().iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ");
+    let entity_key = contract.entity_key.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ");
+    let order = quote(&contract.order_column);
+    let history_where = match window {
+        Some((from, to)) => format!(
+            "{} = {} AND {order} >= DATE '{from}' AND {order} <= DATE '{to}'",
+            quote(&contract.contributor_column),
+            sql_string(contributor)
+        ),
+        None => "FALSE".to_string(),
+    };
+    let history_columns = history_projection(contract, prev);
+    let lags = prev
+        .iter()
+        .map(|c| format!("LAG({}) OVER w AS {}", quote(c), quote(&prev_column(c))))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let batch_columns = contract
+        .column_names()
+        .chain([SOURCE_FILE, SOURCE_LINE])
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let prev_names = prev.iter().map(|c| quote(&prev_column(c))).collect::<Vec<_>>().join(", ");
+    format!(
+        "WITH batch_rows AS (\
+           SELECT *, TRUE AS {in_batch}, COUNT(*) OVER (PARTITION BY {record_key}) AS {occurrences} FROM batch), \
+         history_rows AS (\
+           SELECT {history_columns}, CAST(NULL AS VARCHAR) AS {source_file}, CAST(NULL AS BIGINT) AS {source_line}, \
+                  FALSE AS {in_batch}, CAST(0 AS BIGINT) AS {occurrences} \
+           FROM silver WHERE {history_where}), \
+         lagged AS (\
+           SELECT *, {lags} FROM (SELECT * FROM batch_rows UNION ALL SELECT * FROM history_rows) \
+           WINDOW w AS (PARTITION BY {entity_key} ORDER BY {order}, {in_batch})) \
+         SELECT {batch_columns}, {prev_names}, {occurrences}, {prev_order} IS NOT NULL AS {has_baseline}, \
+                {contributor} AS {drop_contributor} \
+         FROM lagged WHERE {in_batch}",
+        in_batch = quote(IN_BATCH),
+        occurrences = quote(KEY_OCCURRENCES),
+        source_file = quote(SOURCE_FILE),
+        source_line = quote(SOURCE_LINE),
+        prev_order = quote(&prev_column(&contract.order_column)),
+        has_baseline = quote(HAS_BASELINE),
+        contributor = sql_string(contributor),
+        drop_contributor = quote(DROP_CONTRIBUTOR),
+    )
+}
+
+/// History rows carry only the key, the order column and the columns rules
+/// look back at; every other column is a typed NULL, so nothing else is read.
+fn history_projection(contract: &Contract, prev: &BTreeSet<String>) -> String {
+    contract
+        .columns
+        .iter()
+        .map(|c| {
+            let needed = prev.contains(&c.name) || contract.entity_key.contains(&c.name);
+            if needed {
+                quote(&c.name)
+            } else {
+                format!("CAST(NULL AS {}) AS {}", c.column_type.sql_type(), quote(&c.name))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

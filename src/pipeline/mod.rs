@@ -1,0 +1,289 @@
+//! One run, stage by stage, as DESIGN.md draws it:
+//!
+//! ```text
+//! claim -> read -> baseline -> evaluate -> route -> write -> balance -> commit -> summary
+//! ```
+//!
+//! [`run`] calls one function per stage and records what each did in the
+//! [`Summary`]; the stages pass named types (`Batch`, `Baselined`, `Judged`,
+//! `Routed`, `Written`, `Balanced`), and only a `Balanced` run can be committed.
+
+pub mod balance;
+pub mod baseline;
+pub mod claim;
+pub mod commit;
+pub mod evaluate;
+pub mod read;
+pub mod route;
+pub mod summary;
+pub mod write;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use iceberg::Catalog;
+use iceberg::table::Table;
+
+use crate::config::Plan;
+use crate::config::rules::{Rule, Severity, rules_fingerprint};
+use crate::error::{Error, Result};
+use crate::infra::catalog::{connect, load_or_create_silver, table_ident};
+use crate::infra::storage::Location;
+use claim::{Claim, Claimed, DropRef};
+use commit::Committed;
+use evaluate::RuleOutcome;
+use route::{RunStamp, SetAside};
+use summary::{RunStatus, Summary};
+
+/// How to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Do everything but the commit.
+    pub dry_run: bool,
+    /// Test hooks; leave at default outside tests.
+    #[doc(hidden)]
+    pub hooks: TestHooks,
+}
+
+/// Faults a test can inject to prove a safeguard works.
+#[doc(hidden)]
+#[derive(Debug, Clone, Default)]
+pub struct TestHooks {
+    /// Added to the Silver row count the balance check sees.
+    pub miscount_silver_rows: i64,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The run summary.
+    pub summary: Summary,
+    /// Where the summary was written, if anywhere.
+    pub summary_url: Option<String>,
+}
+
+/// The run's connections and table, opened once.
+struct Context<'a> {
+    plan: &'a Plan,
+    drop: &'a DropRef,
+    bronze: Location,
+    dq_error: Location,
+    catalog: Arc<dyn Catalog>,
+    silver: Table,
+}
+
+/// Runs one drop through every stage.
+pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
+    let started = Instant::now();
+    let (contributor_type, rules) = plan.rules_for(&drop.contributor);
+    let mut summary = new_summary(plan, drop, contributor_type, &rules);
+    let context = open_context(plan, drop).await?;
+    let claimed = claim::claim_run(&context.bronze, &context.dq_error, drop, &context.silver).await?;
+    time(&mut summary, "claim", started);
+    let claim = match claimed {
+        Claimed::Fresh(claim) => claim,
+        Claimed::AlreadyCommitted { run_key, snapshot_id } => {
+            tracing::info!(%run_key, snapshot_id, "drop already committed: nothing to do");
+            summary.status = RunStatus::AlreadyCommitted;
+            summary.run_key = Some(run_key);
+            summary.snapshot_id = Some(snapshot_id);
+            summary.finished_at = Some(now());
+            return Ok(RunOutcome { summary, summary_url: None });
+        }
+    };
+    summary.run_id = Some(claim.run_id.clone());
+    summary.run_key = Some(claim.run_key.clone());
+    let summary_path = Summary::path(&claim.run_date, &drop.contributor, &claim.run_id);
+    let span = tracing::info_span!("run", contributor = %drop.contributor, drop_id = %drop.drop_id, run_id = %claim.run_id);
+    let _entered = span.enter();
+    let result = process(&context, &claim, &rules, options, &mut summary).await;
+    summary.finished_at = Some(now());
+    time(&mut summary, "total", started);
+    if let Err(error) = &result {
+        summary.status = RunStatus::Failed;
+        summary.error = Some(error.to_string());
+    }
+    let written = summary.write(&context.dq_error, &summary_path).await;
+    result?;
+    Ok(RunOutcome {
+        summary,
+        summary_url: Some(written?),
+    })
+}
+
+async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef) -> Result<Context<'a>> {
+    let bronze = Location::open(&plan.storage.bronze, "storage.bronze")?;
+    let dq_error = Location::open(&plan.storage.dq_error, "storage.dq_error")?;
+    let catalog = connect(&plan.catalog).await?;
+    let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
+    Ok(Context {
+        plan,
+        drop,
+        bronze,
+        dq_error,
+        catalog,
+        silver,
+    })
+}
+
+/// read -> baseline -> evaluate -> route -> write -> balance -> commit.
+async fn process(
+    context: &Context<'_>,
+    claim: &Claim,
+    rules: &[&Rule],
+    options: &RunOptions,
+    summary: &mut Summary,
+) -> Result<()> {
+    let plan = context.plan;
+    let contributor = &context.drop.contributor;
+    let mut clock = Instant::now();
+
+    let batch = read::read_drop(&plan.contract, &claim.files)?;
+    summary.counts.received = batch.received;
+    tracing::info!(received = batch.received, parse_rejects = batch.rejects.len(), "read");
+    clock = lap(summary, "read", clock);
+
+    let baselined = baseline::load_baseline(
+        &plan.contract,
+        rules,
+        plan.lookback_months,
+        contributor,
+        batch.rows,
+        &context.silver,
+    )
+    .await?;
+    if let Some((from, to)) = baselined.window {
+        summary.baseline.window_from = Some(from.to_string());
+        summary.baseline.window_to = Some(to.to_string());
+    }
+    let judged = evaluate::evaluate_rules(baselined, rules).await?;
+    summary.baseline.rows_with_baseline = judged.with_baseline;
+    summary.baseline.rows_without_baseline = judged.without_baseline;
+    summary.set_rule_outcomes(with_parse_outcome(&judged.outcomes, batch.rejects.len() as u64, batch.received));
+    clock = lap(summary, "baseline_and_evaluate", clock);
+    stop_on_fail_rules(&judged.outcomes)?;
+
+    let stamp = RunStamp {
+        run_id: claim.run_id.clone(),
+        timestamp: summary.started_at.clone(),
+    };
+    let routed = route::route_rows(&plan.contract, &judged, &batch.rejects, &stamp)?;
+    summary.counts.warned = routed.warned;
+    clock = lap(summary, "route", clock);
+
+    let written = write::write_outputs(
+        &routed,
+        &context.dq_error,
+        &context.silver,
+        &claim.run_date,
+        contributor,
+        &claim.run_id,
+    )
+    .await?;
+    for (destination, path) in &written.set_aside_files {
+        summary.outputs.insert(destination.kind().to_string(), context.dq_error.url_of(path));
+    }
+    clock = lap(summary, "write", clock);
+
+    let balanced = balance::check_balance(batch.received, written, &context.dq_error, options.hooks.miscount_silver_rows).await?;
+    summary.counts.committed = balanced.silver();
+    summary.counts.quarantined = balanced.set_aside(SetAside::Quarantine);
+    summary.counts.dropped = balanced.set_aside(SetAside::Dropped);
+    tracing::info!(
+        received = balanced.received(),
+        committed = balanced.silver(),
+        quarantined = summary.counts.quarantined,
+        dropped = summary.counts.dropped,
+        "balanced"
+    );
+    clock = lap(summary, "balance", clock);
+
+    if options.dry_run {
+        summary.status = RunStatus::DryRun;
+        tracing::info!(would_commit = balanced.silver(), table = %table_ident(&plan.table), "dry run: nothing committed");
+        return Ok(());
+    }
+    let committed = commit::commit_silver(
+        &context.catalog,
+        plan,
+        balanced,
+        &claim.run_key,
+        &claim.run_id,
+        &summary.rules_fingerprint,
+    )
+    .await?;
+    lap(summary, "commit", clock);
+    match committed {
+        Committed::Snapshot(id) => {
+            summary.status = RunStatus::Committed;
+            summary.snapshot_id = Some(id);
+        }
+        Committed::AlreadyCommitted(id) => {
+            summary.status = RunStatus::AlreadyCommitted;
+            summary.snapshot_id = Some(id);
+        }
+    }
+    Ok(())
+}
+
+/// The parse rule's counts, listed first among the rule outcomes.
+fn with_parse_outcome(outcomes: &[RuleOutcome], rejects: u64, received: u64) -> Vec<RuleOutcome> {
+    let parse = RuleOutcome {
+        rule: read::PARSE_RULE.to_string(),
+        severity: Severity::Quarantine,
+        trend: false,
+        passed: received - rejects,
+        failed: rejects,
+        skipped_no_baseline: 0,
+    };
+    std::iter::once(parse).chain(outcomes.iter().cloned()).collect()
+}
+
+/// A `fail` rule that fired stops the run before anything is written.
+fn stop_on_fail_rules(outcomes: &[RuleOutcome]) -> Result<()> {
+    match outcomes.iter().find(|o| o.severity == Severity::Fail && o.failed > 0) {
+        Some(o) => Err(Error::FailRule {
+            rule: o.rule.clone(),
+            rows: o.failed,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn new_summary(plan: &Plan, drop: &DropRef, contributor_type: &str, rules: &[&Rule]) -> Summary {
+    Summary {
+        status: RunStatus::Running,
+        run_id: None,
+        run_key: None,
+        dataset: plan.contract.name.clone(),
+        table: table_ident(&plan.table).to_string(),
+        contributor: drop.contributor.clone(),
+        contributor_type: contributor_type.to_string(),
+        drop_id: drop.drop_id.clone(),
+        rules_fingerprint: rules_fingerprint(rules),
+        started_at: now(),
+        finished_at: None,
+        counts: Default::default(),
+        failures_by_severity: BTreeMap::new(),
+        rules: Vec::new(),
+        baseline: Default::default(),
+        timings_ms: BTreeMap::new(),
+        snapshot_id: None,
+        outputs: BTreeMap::new(),
+        error: None,
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn time(summary: &mut Summary, stage: &str, since: Instant) {
+    summary.timings_ms.insert(stage.to_string(), since.elapsed().as_millis() as u64);
+}
+
+fn lap(summary: &mut Summary, stage: &str, since: Instant) -> Instant {
+    time(summary, stage, since);
+    Instant::now()
+}

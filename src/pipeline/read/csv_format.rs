@@ -1,0 +1,168 @@
+//! CSV files: UTF-8 (a leading byte-order mark is tolerated), one header row,
+//! `"` quoting, `\n` or `\r\n` line ends, empty field = null. A record with the
+//! wrong number of fields or invalid UTF-8 is rejected with its raw text.
+
+use arrow::array::StringBuilder;
+
+use super::{ParseReject, TextTable, map_header};
+use crate::config::contract::Contract;
+use crate::error::{Error, Result};
+use crate::pipeline::claim::DropFile;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Reads one CSV file into text columns.
+pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
+    let bytes = file.bytes.strip_prefix(BOM).unwrap_or(&file.bytes);
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(bytes);
+    let mut record = csv::ByteRecord::new();
+    let header = read_header(&mut reader, &mut record, &file.name)?;
+    let positions = map_header(contract, &file.name, &header)?;
+    let mut builders: Vec<StringBuilder> = positions.iter().map(|_| StringBuilder::new()).collect();
+    let mut table = TextTable {
+        file: file.name.clone(),
+        columns: Vec::new(),
+        lines: Vec::new(),
+        raws: Vec::new(),
+        rejects: Vec::new(),
+    };
+    let mut starts = Vec::new();
+    loop {
+        let start = reader.position().clone();
+        let more = reader.read_byte_record(&mut record).map_err(|e| Error::BadDrop {
+            location: format!("{}:{}", file.name, start.line()),
+            reason: e.to_string(),
+        })?;
+        if !more {
+            break;
+        }
+        if is_blank(&record) {
+            continue;
+        }
+        let raw = raw_text(bytes, start.byte(), reader.position().byte());
+        match record_fields(&record, header.len()) {
+            Ok(fields) => {
+                for (builder, position) in builders.iter_mut().zip(&positions) {
+                    let value = position.map(|p| fields[p]).filter(|v| !v.is_empty());
+                    builder.append_option(value);
+                }
+                starts.push(start.line());
+                table.raws.push(raw);
+            }
+            Err(reason) => table.rejects.push(ParseReject {
+                file: file.name.clone(),
+                line: start.line(),
+                raw,
+                reason,
+            }),
+        }
+    }
+    table.lines = starts;
+    table.columns = builders
+        .into_iter()
+        .zip(&positions)
+        .map(|(mut b, p)| p.map(|_| b.finish()))
+        .collect();
+    Ok(table)
+}
+
+fn read_header(
+    reader: &mut csv::Reader<&[u8]>,
+    record: &mut csv::ByteRecord,
+    file: &str,
+) -> Result<Vec<String>> {
+    let bad = |reason: String| Error::BadDrop {
+        location: file.to_string(),
+        reason,
+    };
+    let found = reader
+        .read_byte_record(record)
+        .map_err(|e| bad(format!("cannot read the header: {e}")))?;
+    if !found {
+        return Err(bad("the file is empty: no header row".to_string()));
+    }
+    record
+        .iter()
+        .map(|field| {
+            std::str::from_utf8(field)
+                .map(str::to_string)
+                .map_err(|_| bad("the header is not valid UTF-8".to_string()))
+        })
+        .collect()
+}
+
+/// A line with nothing on it (such as trailing blank lines) is not a record.
+fn is_blank(record: &csv::ByteRecord) -> bool {
+    record.len() == 1 && record.get(0).is_some_and(|f| f.is_empty())
+}
+
+fn record_fields(record: &csv::ByteRecord, expected: usize) -> std::result::Result<Vec<&str>, String> {
+    if record.len() != expected {
+        return Err(format!("expected {expected} fields, found {}", record.len()));
+    }
+    record
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            std::str::from_utf8(field).map_err(|_| format!("field {} is not valid UTF-8", i + 1))
+        })
+        .collect()
+}
+
+fn raw_text(bytes: &[u8], start: u64, end: u64) -> String {
+    let start = usize::try_from(start).unwrap_or(bytes.len()).min(bytes.len());
+    let end = usize::try_from(end).unwrap_or(bytes.len()).clamp(start, bytes.len());
+    String::from_utf8_lossy(&bytes[start..end])
+        .trim_end_matches(['\r', '\n'])
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::read_drop;
+    use super::super::tests::{contract, file};
+
+    #[test]
+    fn bom_crlf_quotes_blank_lines_and_free_column_order_are_read() {
+        let csv = "\u{FEFF}note,amount,day,id\r\n\"a, \"\"quoted\"\"\nnote\",1.25,2026-01-31,A\r\n,2,2026-02-28,B\r\n\r\n\r\n";
+        let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
+        assert!(batch.rejects.is_empty(), "{:?}", batch.rejects);
+        assert_eq!(batch.received, 2);
+        let notes = batch.rows.column(3).as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
+        assert_eq!(notes.value(0), "a, \"quoted\"\nnote");
+        assert!(notes.is_null(1));
+        let lines = batch.rows.column(5).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap();
+        assert_eq!(lines.values().to_vec(), vec![2, 4]);
+    }
+
+    #[test]
+    fn wrong_field_count_and_invalid_utf8_are_rejected_with_raw_text() {
+        let mut csv = b"id,day,amount\nA,2026-01-31\nB,2026-01-31,1,9\n".to_vec();
+        csv.extend_from_slice(b"C\xff,2026-01-31,1\nD,2026-01-31,1\n");
+        let batch = read_drop(&contract(), &[file("b.csv", &csv)]).unwrap();
+        assert_eq!(batch.received, 4);
+        assert_eq!(batch.rows.num_rows(), 1);
+        let got: Vec<(u64, &str, &str)> = batch
+            .rejects
+            .iter()
+            .map(|r| (r.line, r.raw.as_str(), r.reason.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, "A,2026-01-31", "expected 3 fields, found 2"),
+                (3, "B,2026-01-31,1,9", "expected 3 fields, found 4"),
+                (4, "C\u{FFFD},2026-01-31,1", "field 1 is not valid UTF-8"),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_empty_file_is_a_bad_drop() {
+        let err = read_drop(&contract(), &[file("empty.csv", b"")]).unwrap_err();
+        assert!(err.to_string().contains("empty.csv"), "{err}");
+    }
+}

@@ -1,0 +1,213 @@
+//! Route: where each row goes, decided by the worst severity that fired.
+//!
+//! In: [`Judged`] rows and the read stage's parse rejects. Out: [`Routed`]:
+//! Silver rows stripped to the contract's columns (DESIGN.md invariant 3), and
+//! the rows set aside per destination in the dq_error shape: every contract
+//! column, provenance, the raw record of unparseable lines, the errors as
+//! JSON, the run id and a timestamp. Every row lands in exactly one place.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, ListArray, StringArray, StructArray};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use serde_json::json;
+
+use crate::config::contract::Contract;
+use crate::config::rules::Severity;
+use crate::error::{Error, Result};
+use crate::pipeline::evaluate::{DQ_SEVERITY, Judged};
+use crate::pipeline::read::{PARSE_RULE, ParseReject};
+use crate::transient::{DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, RAW_RECORD, SOURCE_FILE, SOURCE_LINE};
+
+/// Where rows kept out of Silver go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SetAside {
+    /// A critical rule failed: fix and replay.
+    Quarantine,
+    /// A drop rule failed: recorded, not deleted.
+    Dropped,
+}
+
+impl SetAside {
+    /// The dq_error folder of this destination.
+    pub fn kind(self) -> &'static str {
+        match self {
+            SetAside::Quarantine => "quarantine",
+            SetAside::Dropped => "dropped",
+        }
+    }
+
+    fn for_severity(severity: &str) -> Option<SetAside> {
+        match Severity::parse(severity) {
+            Some(Severity::Quarantine | Severity::Fail) => Some(SetAside::Quarantine),
+            Some(Severity::Drop) => Some(SetAside::Dropped),
+            _ => None,
+        }
+    }
+}
+
+/// Stamped on every row set aside.
+#[derive(Debug, Clone)]
+pub struct RunStamp {
+    /// The run id.
+    pub run_id: String,
+    /// When the run started (RFC 3339).
+    pub timestamp: String,
+}
+
+/// Rows sorted by destination.
+#[derive(Debug)]
+pub struct Routed {
+    /// Rows for Silver, contract columns only.
+    pub silver: Vec<RecordBatch>,
+    /// Rows kept out of Silver, in the dq_error shape.
+    pub set_aside: BTreeMap<SetAside, RecordBatch>,
+    /// Silver rows on which a warning fired.
+    pub warned: u64,
+}
+
+impl Routed {
+    /// Rows going to Silver.
+    pub fn silver_rows(&self) -> u64 {
+        self.silver.iter().map(|b| b.num_rows() as u64).sum()
+    }
+
+    /// Rows set aside at `destination`.
+    pub fn set_aside_rows(&self, destination: SetAside) -> u64 {
+        self.set_aside.get(&destination).map_or(0, |b| b.num_rows() as u64)
+    }
+}
+
+/// The schema of a dq_error file: contract, provenance, raw record, errors, run id, timestamp.
+pub fn dq_schema(contract: &Contract) -> SchemaRef {
+    let mut fields: Vec<Field> = contract.arrow_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend([
+        Field::new(SOURCE_FILE, DataType::Utf8, true),
+        Field::new(SOURCE_LINE, DataType::Int64, true),
+        Field::new(RAW_RECORD, DataType::Utf8, true),
+        Field::new(DQ_ERRORS, DataType::Utf8, false),
+        Field::new(DQ_RUN_ID, DataType::Utf8, false),
+        Field::new(DQ_TIMESTAMP, DataType::Utf8, false),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// Sends every judged row and parse reject to its destination.
+pub fn route_rows(contract: &Contract, judged: &Judged, rejects: &[ParseReject], stamp: &RunStamp) -> Result<Routed> {
+    let schema = dq_schema(contract);
+    let mut silver = Vec::new();
+    let mut set_aside: BTreeMap<SetAside, Vec<RecordBatch>> = BTreeMap::new();
+    let mut warned = 0;
+    for batch in &judged.rows {
+        let severity = string_column(batch, DQ_SEVERITY)?;
+        let to_silver: BooleanArray = severity.iter().map(|s| Some(SetAside::for_severity(s.unwrap_or("")).is_none())).collect();
+        warned += severity.iter().filter(|s| *s == Some(Severity::Warn.as_str())).count() as u64;
+        silver.push(contract_columns(contract, &filter(batch, &to_silver)?)?);
+        for destination in [SetAside::Quarantine, SetAside::Dropped] {
+            let mask: BooleanArray = severity
+                .iter()
+                .map(|s| Some(s.and_then(SetAside::for_severity) == Some(destination)))
+                .collect();
+            let rows = filter(batch, &mask)?;
+            if rows.num_rows() > 0 {
+                set_aside.entry(destination).or_default().push(dq_rows(contract, &schema, &rows, stamp)?);
+            }
+        }
+    }
+    if !rejects.is_empty() {
+        let rows = reject_rows(&schema, rejects, stamp)?;
+        set_aside.entry(SetAside::Quarantine).or_default().push(rows);
+    }
+    let set_aside = set_aside
+        .into_iter()
+        .map(|(k, parts)| Ok((k, arrow::compute::concat_batches(&schema, &parts).map_err(Error::arrow("route"))?)))
+        .collect::<Result<_>>()?;
+    Ok(Routed {
+        silver,
+        set_aside,
+        warned,
+    })
+}
+
+fn filter(batch: &RecordBatch, mask: &BooleanArray) -> Result<RecordBatch> {
+    filter_record_batch(batch, mask).map_err(Error::arrow("route"))
+}
+
+fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| Error::Internal(format!("route: column {name} is missing or not text")))
+}
+
+/// Keeps only the contract's columns: what Silver stores.
+fn contract_columns(contract: &Contract, batch: &RecordBatch) -> Result<RecordBatch> {
+    let indices = contract
+        .column_names()
+        .map(|n| batch.schema().index_of(n))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Error::arrow("route"))?;
+    batch.project(&indices).map_err(Error::arrow("route"))
+}
+
+fn dq_rows(contract: &Contract, schema: &SchemaRef, batch: &RecordBatch, stamp: &RunStamp) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let mut columns: Vec<ArrayRef> = contract_columns(contract, batch)?.columns().to_vec();
+    for name in [SOURCE_FILE, SOURCE_LINE] {
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::Internal(format!("route: column {name} is missing")))?;
+        columns.push(column.clone());
+    }
+    columns.push(arrow::array::new_null_array(&DataType::Utf8, rows));
+    let errors = batch
+        .column_by_name(DQ_ERRORS)
+        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+        .ok_or_else(|| Error::Internal("route: _dq_errors is missing".to_string()))?;
+    columns.push(Arc::new(StringArray::from_iter_values((0..rows).map(|r| errors_json(errors, r)))));
+    columns.extend(stamp_columns(stamp, rows));
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("route"))
+}
+
+fn errors_json(errors: &ListArray, row: usize) -> String {
+    let entries = errors.value(row);
+    let Some(entries) = entries.as_any().downcast_ref::<StructArray>() else {
+        return "[]".to_string();
+    };
+    let field = |i: usize| entries.column(i).as_any().downcast_ref::<StringArray>().cloned();
+    let (Some(rule), Some(severity), Some(message)) = (field(0), field(1), field(2)) else {
+        return "[]".to_string();
+    };
+    let list: Vec<_> = (0..entries.len())
+        .map(|i| json!({"rule": rule.value(i), "severity": severity.value(i), "message": message.value(i)}))
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+fn stamp_columns(stamp: &RunStamp, rows: usize) -> [ArrayRef; 2] {
+    [
+        Arc::new(StringArray::from(vec![stamp.run_id.as_str(); rows])),
+        Arc::new(StringArray::from(vec![stamp.timestamp.as_str(); rows])),
+    ]
+}
+
+fn reject_rows(schema: &SchemaRef, rejects: &[ParseReject], stamp: &RunStamp) -> Result<RecordBatch> {
+    let rows = rejects.len();
+    let contract_width = schema.fields().len() - 6;
+    let mut columns: Vec<ArrayRef> = schema.fields()[..contract_width]
+        .iter()
+        .map(|f| arrow::array::new_null_array(f.data_type(), rows))
+        .collect();
+    columns.push(Arc::new(StringArray::from_iter_values(rejects.iter().map(|r| r.file.as_str()))));
+    columns.push(Arc::new(Int64Array::from_iter_values(rejects.iter().map(|r| r.line as i64))));
+    columns.push(Arc::new(StringArray::from_iter_values(rejects.iter().map(|r| r.raw.as_str()))));
+    let errors = rejects.iter().map(|r| {
+        json!([{"rule": PARSE_RULE, "severity": Severity::Quarantine.as_str(), "message": r.reason}]).to_string()
+    });
+    columns.push(Arc::new(StringArray::from_iter_values(errors)));
+    columns.extend(stamp_columns(stamp, rows));
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("route"))
+}

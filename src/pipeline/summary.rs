@@ -1,0 +1,127 @@
+//! Summary: the JSON record of one run, written to
+//! `<dq_error>/summaries/date=<run date>/contributor=<id>/run=<run id>.json`.
+//! Logs narrate; the summary is the record an orchestrator and a person read.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::infra::storage::Location;
+use crate::pipeline::evaluate::RuleOutcome;
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still running (never written as final).
+    Running,
+    /// Silver rows committed (possibly with rows set aside).
+    Committed,
+    /// This drop was committed before: nothing done.
+    AlreadyCommitted,
+    /// Everything but the commit.
+    DryRun,
+    /// Stopped; nothing committed.
+    Failed,
+}
+
+/// Row counts.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    /// Records received (parsed or not).
+    pub received: u64,
+    /// Rows committed to Silver (or that would be, in a dry run).
+    pub committed: u64,
+    /// Silver rows on which a warning fired.
+    pub warned: u64,
+    /// Rows quarantined.
+    pub quarantined: u64,
+    /// Rows dropped (recorded under dq_error/dropped).
+    pub dropped: u64,
+}
+
+/// How much of the drop found its history.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BaselineCoverage {
+    /// First day of history read.
+    pub window_from: Option<String>,
+    /// Last day of history read.
+    pub window_to: Option<String>,
+    /// Rows with a previous state.
+    pub rows_with_baseline: u64,
+    /// Rows without one (their trend checks are skipped).
+    pub rows_without_baseline: u64,
+    /// Trend checks skipped for want of history, over all trend rules.
+    pub trend_checks_skipped: u64,
+}
+
+/// The run summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// How the run ended.
+    pub status: RunStatus,
+    /// Stable run id.
+    pub run_id: Option<String>,
+    /// contributor/drop/fingerprint.
+    pub run_key: Option<String>,
+    /// Dataset name.
+    pub dataset: String,
+    /// Silver table.
+    pub table: String,
+    /// Contributor id.
+    pub contributor: String,
+    /// Contributor type whose rule set was used.
+    pub contributor_type: String,
+    /// Drop id.
+    pub drop_id: String,
+    /// Fingerprint of the resolved rule set.
+    pub rules_fingerprint: String,
+    /// When the run started (RFC 3339).
+    pub started_at: String,
+    /// When it ended.
+    pub finished_at: Option<String>,
+    /// Row counts.
+    pub counts: Counts,
+    /// Failures per severity, over all rules.
+    pub failures_by_severity: BTreeMap<String, u64>,
+    /// Per-rule counts, the parse rule first.
+    pub rules: Vec<RuleOutcome>,
+    /// Baseline coverage.
+    pub baseline: BaselineCoverage,
+    /// Milliseconds per stage.
+    pub timings_ms: BTreeMap<String, u64>,
+    /// The snapshot that committed the run.
+    pub snapshot_id: Option<i64>,
+    /// dq_error files, by kind.
+    pub outputs: BTreeMap<String, String>,
+    /// Why the run failed.
+    pub error: Option<String>,
+}
+
+impl Summary {
+    /// Where the summary of run `run_id` is written, relative to the dq_error root.
+    pub fn path(run_date: &str, contributor: &str, run_id: &str) -> String {
+        format!("summaries/date={run_date}/contributor={contributor}/run={run_id}.json")
+    }
+
+    /// Records the per-rule outcomes and derives the per-severity failure counts.
+    pub fn set_rule_outcomes(&mut self, outcomes: Vec<RuleOutcome>) {
+        self.failures_by_severity.clear();
+        for outcome in &outcomes {
+            *self.failures_by_severity.entry(outcome.severity.as_str().to_string()).or_default() += outcome.failed;
+        }
+        self.baseline.trend_checks_skipped = outcomes.iter().map(|o| o.skipped_no_baseline).sum();
+        self.rules = outcomes;
+    }
+
+    /// Writes the summary as pretty JSON; returns its URL.
+    pub async fn write(&self, dq_error: &Location, path: &str) -> Result<String> {
+        let body = serde_json::to_vec_pretty(self).map_err(|source| Error::Encode {
+            what: "run summary",
+            source,
+        })?;
+        dq_error.put(path, body).await?;
+        Ok(dq_error.url_of(path))
+    }
+}

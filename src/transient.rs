@@ -1,0 +1,33 @@
+//! Names of the transient columns the engine adds to rows on their way
+//! through a run. None of them ever reaches Silver (DESIGN.md invariant 3):
+//! the Silver writer keeps only the contract's columns.
+
+/// Prefix of the previous-state columns made by the baseline LAG (`prev_<column>`).
+pub const PREV_PREFIX: &str = "prev_";
+/// How many times the row's record key (entity key + order column) occurs in the drop.
+pub const KEY_OCCURRENCES: &str = "_key_occurrences";
+/// The contributor whose drop is being run (the same on every row).
+pub const DROP_CONTRIBUTOR: &str = "_drop_contributor";
+/// True when the row found a previous state of its entity within the lookback.
+pub const HAS_BASELINE: &str = "_has_baseline";
+/// True for rows of the drop, false for Silver history rows in the baseline union.
+pub const IN_BATCH: &str = "_in_batch";
+/// The file the row came from (relative to the drop).
+pub const SOURCE_FILE: &str = "_source_file";
+/// The 1-based physical line (CSV) or row number (Parquet) where the record starts.
+pub const SOURCE_LINE: &str = "_source_line";
+/// The raw text of a record that could not be parsed.
+pub const RAW_RECORD: &str = "_raw_record";
+/// The rule failures of a row, as JSON in the dq_error files.
+pub const DQ_ERRORS: &str = "_dq_errors";
+/// Whether the row passed every rule that is not a warning.
+pub const DQ_PASSED: &str = "_dq_passed";
+/// The run that set the row aside.
+pub const DQ_RUN_ID: &str = "_dq_run_id";
+/// When the row was set aside (RFC 3339).
+pub const DQ_TIMESTAMP: &str = "_dq_timestamp";
+
+/// The `prev_` column name for a contract column.
+pub fn prev_column(column: &str) -> String {
+    format!("{PREV_PREFIX}{column}")
+}
