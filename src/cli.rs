@@ -16,7 +16,13 @@ use crate::telemetry::LogFormat;
 #[command(name = "silverline", version, about)]
 pub struct Cli {
     /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value = "json", env = "SILVERLINE_LOG_FORMAT")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "json",
+        env = "SILVERLINE_LOG_FORMAT"
+    )]
     pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
@@ -99,7 +105,12 @@ fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Optio
         ),
         RunStatus::DryRun => println!(
             "dry run: would commit {} rows to {} (received {}, quarantined {}, dropped {}, warned {})",
-            counts.committed, summary.table, counts.received, counts.quarantined, counts.dropped, counts.warned
+            counts.committed,
+            summary.table,
+            counts.received,
+            counts.quarantined,
+            counts.dropped,
+            counts.warned
         ),
         _ => println!(
             "committed {} rows to {} in snapshot {} (received {}, quarantined {}, dropped {}, warned {})",

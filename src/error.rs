@@ -185,13 +185,19 @@ impl Error {
     }
 
     /// Wraps an Iceberg error with the operation and target.
-    pub fn catalog(op: &'static str, target: impl Into<String>) -> impl FnOnce(iceberg::Error) -> Error {
+    pub fn catalog(
+        op: &'static str,
+        target: impl Into<String>,
+    ) -> impl FnOnce(iceberg::Error) -> Error {
         let target = target.into();
         move |source| Error::Catalog { op, target, source }
     }
 
     /// Wraps an object store error with the operation and path.
-    pub fn storage(op: &'static str, path: impl Into<String>) -> impl FnOnce(object_store::Error) -> Error {
+    pub fn storage(
+        op: &'static str,
+        path: impl Into<String>,
+    ) -> impl FnOnce(object_store::Error) -> Error {
         let path = path.into();
         move |source| Error::Storage { op, path, source }
     }

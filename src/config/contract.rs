@@ -183,8 +183,20 @@ mod tests {
         let cases = [
             ("string", Some(ColumnType::String)),
             ("DATE", Some(ColumnType::Date)),
-            ("decimal(18,2)", Some(ColumnType::Decimal { precision: 18, scale: 2 })),
-            ("decimal( 10 , 0 )", Some(ColumnType::Decimal { precision: 10, scale: 0 })),
+            (
+                "decimal(18,2)",
+                Some(ColumnType::Decimal {
+                    precision: 18,
+                    scale: 2,
+                }),
+            ),
+            (
+                "decimal( 10 , 0 )",
+                Some(ColumnType::Decimal {
+                    precision: 10,
+                    scale: 0,
+                }),
+            ),
             ("decimal(2,3)", None),
             ("decimal(40,2)", None),
             ("varchar", None),

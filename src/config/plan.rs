@@ -47,6 +47,16 @@ pub enum CatalogSpec {
     },
 }
 
+impl std::fmt::Display for CatalogSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CatalogSpec::Sql { uri, warehouse, .. } => {
+                write!(f, "sql catalog {uri}, warehouse {warehouse}")
+            }
+        }
+    }
+}
+
 /// Object storage roots, as URLs.
 #[derive(Debug, Clone)]
 pub struct StorageSpec {
@@ -129,7 +139,11 @@ impl Plan {
             contributors,
             rules,
         };
-        if problems.is_empty() { Ok(plan) } else { Err(problems) }
+        if problems.is_empty() {
+            Ok(plan)
+        } else {
+            Err(problems)
+        }
     }
 
     /// The contributor's type and the rules that apply to it, in file order.
@@ -150,7 +164,10 @@ fn check_contract(raw: &SilverlineConfig, problems: &mut Vec<String>) -> Contrac
     let mut columns = Vec::new();
     for column in &dataset.columns {
         if !seen.insert(column.name.as_str()) {
-            problems.push(format!("dataset.columns: column '{}' is declared twice", column.name));
+            problems.push(format!(
+                "dataset.columns: column '{}' is declared twice",
+                column.name
+            ));
         }
         match ColumnType::parse(&column.data_type) {
             Some(column_type) => columns.push(Column {
@@ -193,7 +210,10 @@ fn check_key_columns(contract: &Contract, problems: &mut Vec<String>) {
             "dataset.order_column: column '{}' must be of type date",
             contract.order_column
         )),
-        None => problems.push(format!("dataset.order_column: unknown column '{}'", contract.order_column)),
+        None => problems.push(format!(
+            "dataset.order_column: unknown column '{}'",
+            contract.order_column
+        )),
     }
     if contract.column(&contract.contributor_column).is_none() {
         problems.push(format!(
@@ -203,7 +223,11 @@ fn check_key_columns(contract: &Contract, problems: &mut Vec<String>) {
     }
 }
 
-fn check_table(raw: &SilverlineConfig, contract: &Contract, problems: &mut Vec<String>) -> TableSpec {
+fn check_table(
+    raw: &SilverlineConfig,
+    contract: &Contract,
+    problems: &mut Vec<String>,
+) -> TableSpec {
     let mut partition = Vec::new();
     for field in &raw.table.partition {
         let transform = match field.transform.to_ascii_lowercase().as_str() {
@@ -221,8 +245,14 @@ fn check_table(raw: &SilverlineConfig, contract: &Contract, problems: &mut Vec<S
             continue;
         };
         match contract.column(&field.column) {
-            None => problems.push(format!("table.partition: unknown column '{}'", field.column)),
-            Some(c) if transform != PartitionTransform::Identity && c.column_type != ColumnType::Date => {
+            None => problems.push(format!(
+                "table.partition: unknown column '{}'",
+                field.column
+            )),
+            Some(c)
+                if transform != PartitionTransform::Identity
+                    && c.column_type != ColumnType::Date =>
+            {
                 problems.push(format!(
                     "table.partition: transform '{}' needs a date column, '{}' is not one",
                     field.transform, field.column
@@ -247,7 +277,11 @@ fn check_contributors(raw: &ContributorsConfig, problems: &mut Vec<String>) -> C
     let types = ContributorTypes {
         default_type: raw.default_type.clone(),
         prefixes,
-        assign: raw.assign.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        assign: raw
+            .assign
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     };
     let known = types.known_types();
     for (contributor, ty) in &raw.assign {
@@ -299,10 +333,16 @@ fn check_rules(
             expression: rule.expression.clone(),
             severity,
             contributor_types: rule.contributor_types.clone(),
-            message: rule.description.clone().unwrap_or_else(|| rule.expression.clone()),
+            message: rule
+                .description
+                .clone()
+                .unwrap_or_else(|| rule.expression.clone()),
             prev_columns,
         };
-        if rules.iter().any(|r| r.name == candidate.name && r.overlaps(&candidate)) {
+        if rules
+            .iter()
+            .any(|r| r.name == candidate.name && r.overlaps(&candidate))
+        {
             problems.push(format!(
                 "{at}: defined twice for overlapping contributor types {:?}",
                 candidate.contributor_types
@@ -319,23 +359,39 @@ pub const NOT_NULL_RULE: &str = "not_null";
 /// The contract's own rule: every column declared not null is present, so a
 /// row that would break Silver's required columns is quarantined, never written.
 fn not_null_rule(contract: &Contract) -> Option<Rule> {
-    let required: Vec<&str> = contract.columns.iter().filter(|c| !c.nullable).map(|c| c.name.as_str()).collect();
+    let required: Vec<&str> = contract
+        .columns
+        .iter()
+        .filter(|c| !c.nullable)
+        .map(|c| c.name.as_str())
+        .collect();
     if required.is_empty() {
         return None;
     }
     Some(Rule {
         name: NOT_NULL_RULE.to_string(),
-        expression: required.iter().map(|c| format!("\"{c}\" IS NOT NULL")).collect::<Vec<_>>().join(" AND "),
+        expression: required
+            .iter()
+            .map(|c| format!("\"{c}\" IS NOT NULL"))
+            .collect::<Vec<_>>()
+            .join(" AND "),
         severity: Severity::Quarantine,
         contributor_types: vec!["*".to_string()],
-        message: format!("columns the contract declares not null are present: {}", required.join(", ")),
+        message: format!(
+            "columns the contract declares not null are present: {}",
+            required.join(", ")
+        ),
         prev_columns: BTreeSet::new(),
     })
 }
 
 fn catalog_spec(raw: &CatalogConfig, base: &Path) -> CatalogSpec {
     match raw {
-        CatalogConfig::Sql { uri, warehouse, name } => CatalogSpec::Sql {
+        CatalogConfig::Sql {
+            uri,
+            warehouse,
+            name,
+        } => CatalogSpec::Sql {
             uri: resolve_sqlite_uri(uri, base),
             warehouse: resolve_location(warehouse, base),
             name: name.clone(),
@@ -349,7 +405,11 @@ pub fn resolve_location(location: &str, base: &Path) -> String {
         return location.to_string();
     }
     let path = Path::new(location);
-    let absolute = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
     format!("file://{}", normalize(&absolute).display())
 }
 
@@ -359,7 +419,11 @@ fn resolve_sqlite_uri(uri: &str, base: &Path) -> String {
     };
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     let path = Path::new(path);
-    let absolute = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
     let query = if query.is_empty() { "mode=rwc" } else { query };
     format!("sqlite://{}?{query}", normalize(&absolute).display())
 }

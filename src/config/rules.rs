@@ -131,7 +131,12 @@ impl RuleChecker {
 /// The fields a rule may read: contract columns, their `prev_` twins, and the
 /// engine's transient columns.
 pub fn evaluation_fields(contract: &Contract) -> Vec<Field> {
-    let mut fields: Vec<Field> = contract.arrow_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = contract
+        .arrow_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     let prev = contract
         .columns
         .iter()
@@ -146,7 +151,6 @@ pub fn evaluation_fields(contract: &Contract) -> Vec<Field> {
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_string()
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -178,7 +182,12 @@ pub fn rules_fingerprint(rules: &[&Rule]) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for rule in rules {
-        for part in [rule.name.as_str(), rule.severity.as_str(), &rule.contributor_types.join(","), &rule.expression] {
+        for part in [
+            rule.name.as_str(),
+            rule.severity.as_str(),
+            &rule.contributor_types.join(","),
+            &rule.expression,
+        ] {
             hash.update(part.as_bytes());
             hash.update([0]);
         }

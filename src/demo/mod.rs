@@ -1,12 +1,148 @@
-//! The demo: generates the reference dataset, loads its history and runs the
-//! clean month and the corruptions, then prints what each run did.
+//! The demo: generates the reference dataset, loads twelve months of clean
+//! history for two contributors (a bank and an instalment lender), then runs
+//! a clean month and the corruptions that row and trend rules catch, and
+//! prints what each run did. It needs no services: the embedded default
+//! (local files + SQLite catalog) under one folder.
+//!
+//! The same scenarios serve the end-to-end tests, which hold every run to the
+//! number of rows the generator says it damaged.
 
-use std::path::Path;
+pub mod generate;
+pub mod scenarios;
 
-use crate::error::Result;
+use std::path::{Path, PathBuf};
 
-/// Runs the whole demo under `dir`.
+use crate::config::{Plan, load_plan};
+use crate::error::{Error, Result};
+use crate::infra::storage::Location;
+use crate::pipeline::claim::DropRef;
+use crate::pipeline::{RunOptions, RunOutcome, run};
+use generate::{Statement, to_csv};
+
+/// The default configuration, shipped inside the binary so the demo needs no file.
+pub const DEFAULT_CONFIG: &str = include_str!("../../config/credit_statements.toml");
+
+const DEMO_MARKER: &str = ".silverline-demo";
+
+/// A self-contained workspace: config, bronze, warehouse, catalog and dq_error under one folder.
+pub struct Workspace {
+    /// The folder.
+    pub dir: PathBuf,
+    /// The plan loaded from the workspace's copy of the default config.
+    pub plan: Plan,
+    bronze: Location,
+}
+
+impl Workspace {
+    /// Creates a fresh workspace in `dir`, which must be empty, missing, or an earlier demo workspace.
+    pub fn create(dir: &Path) -> Result<Workspace> {
+        prepare_folder(dir)?;
+        let config_dir = dir.join("config");
+        let config_path = config_dir.join("credit_statements.toml");
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        std::fs::create_dir_all(&config_dir).map_err(io(&config_dir))?;
+        std::fs::write(&config_path, DEFAULT_CONFIG).map_err(io(&config_path))?;
+        std::fs::write(dir.join(DEMO_MARKER), b"").map_err(io(dir))?;
+        let plan = load_plan(&config_path)?;
+        let bronze = Location::open(&plan.storage.bronze, "storage.bronze")?;
+        Ok(Workspace {
+            dir: dir.to_path_buf(),
+            plan,
+            bronze,
+        })
+    }
+
+    /// Writes `rows` as the drop `drop_id` of `contributor`.
+    pub async fn put_drop(
+        &self,
+        contributor: &str,
+        drop_id: &str,
+        rows: &[Statement],
+    ) -> Result<()> {
+        self.put_file(
+            contributor,
+            drop_id,
+            "statements.csv",
+            to_csv(rows).into_bytes(),
+        )
+        .await
+    }
+
+    /// Writes one file of a drop as it is.
+    pub async fn put_file(
+        &self,
+        contributor: &str,
+        drop_id: &str,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> Result<()> {
+        self.bronze
+            .put(&format!("{contributor}/{drop_id}/{name}"), bytes)
+            .await
+    }
+
+    /// Runs one drop with `options`.
+    pub async fn run_drop(
+        &self,
+        contributor: &str,
+        drop_id: &str,
+        options: &RunOptions,
+    ) -> Result<RunOutcome> {
+        run(&self.plan, &DropRef::new(contributor, drop_id)?, options).await
+    }
+}
+
+fn prepare_folder(dir: &Path) -> Result<()> {
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if !dir.exists() {
+        return std::fs::create_dir_all(dir).map_err(io);
+    }
+    if dir.join(DEMO_MARKER).exists() {
+        std::fs::remove_dir_all(dir).map_err(io)?;
+        return std::fs::create_dir_all(dir).map_err(io);
+    }
+    let empty = std::fs::read_dir(dir).map_err(io)?.next().is_none();
+    if empty {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        arg: "--dir".to_string(),
+        reason: format!(
+            "{} exists, is not empty and is not a silverline demo folder",
+            dir.display()
+        ),
+    })
+}
+
+/// Runs the whole demo under `dir` and prints the results; fails if any
+/// scenario was not caught exactly as the generator says it should be.
 pub async fn run_demo(dir: &Path) -> Result<()> {
-    let _ = dir;
-    Ok(())
+    let workspace = Workspace::create(dir)?;
+    println!("silverline demo in {}", workspace.dir.display());
+    let results = scenarios::run_all(&workspace).await?;
+    println!("{}", scenarios::render_table(&results));
+    let storage = &workspace.plan.storage;
+    let table = crate::infra::catalog::table_ident(&workspace.plan.table);
+    println!("Silver table:  {table} in the {}", workspace.plan.catalog);
+    println!("quarantine:    {}/quarantine/", storage.dq_error);
+    println!("summaries:     {}/summaries/", storage.dq_error);
+    let misses: Vec<&str> = results
+        .iter()
+        .filter(|r| !r.as_expected())
+        .map(|r| r.scenario.name)
+        .collect();
+    if misses.is_empty() {
+        println!("every scenario was caught by the rule meant to catch it");
+        return Ok(());
+    }
+    Err(Error::BadDrop {
+        location: "demo".to_string(),
+        reason: format!("scenarios not caught as expected: {}", misses.join(", ")),
+    })
 }

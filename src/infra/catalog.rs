@@ -19,7 +19,11 @@ use crate::error::{Error, Result};
 /// Connects to the catalog the plan names.
 pub async fn connect(spec: &CatalogSpec) -> Result<Arc<dyn Catalog>> {
     match spec {
-        CatalogSpec::Sql { uri, warehouse, name } => connect_sql(uri, warehouse, name).await,
+        CatalogSpec::Sql {
+            uri,
+            warehouse,
+            name,
+        } => connect_sql(uri, warehouse, name).await,
     }
 }
 
@@ -56,7 +60,10 @@ fn create_sqlite_folder(uri: &str) -> Result<()> {
 
 /// The Silver table's identifier.
 pub fn table_ident(spec: &TableSpec) -> TableIdent {
-    TableIdent::new(NamespaceIdent::new(spec.namespace.clone()), spec.name.clone())
+    TableIdent::new(
+        NamespaceIdent::new(spec.namespace.clone()),
+        spec.name.clone(),
+    )
 }
 
 /// Loads the Silver table, creating its namespace and the table from the contract if missing.
@@ -85,7 +92,9 @@ pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result
     let creation = table_creation(plan).map_err(Error::catalog("create-table", &target))?;
     match catalog.create_table(&namespace, creation).await {
         Ok(table) => Ok(table),
-        Err(_) if catalog.table_exists(&ident).await.unwrap_or(false) => load_silver(catalog, plan).await,
+        Err(_) if catalog.table_exists(&ident).await.unwrap_or(false) => {
+            load_silver(catalog, plan).await
+        }
         Err(e) => Err(Error::catalog("create-table", &target)(e)),
     }
 }
@@ -132,10 +141,12 @@ fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
     let schema = plan.contract.iceberg_schema()?;
     let mut spec = UnboundPartitionSpec::builder();
     for (column, transform) in &plan.table.partition {
-        let source_id = schema
-            .field_by_name(column)
-            .map(|f| f.id)
-            .ok_or_else(|| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, format!("no column {column}")))?;
+        let source_id = schema.field_by_name(column).map(|f| f.id).ok_or_else(|| {
+            iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                format!("no column {column}"),
+            )
+        })?;
         let (transform, suffix) = match transform {
             PartitionTransform::Identity => (Transform::Identity, ""),
             PartitionTransform::Year => (Transform::Year, "_year"),

@@ -36,12 +36,14 @@ impl Location {
             arg: setting.to_string(),
             reason: format!("'{url}' is not a valid URL: {e}"),
         })?;
-        let (store, root) = object_store::parse_url_opts(&parsed, std::iter::empty::<(String, String)>())
-            .map_err(|source| Error::Storage {
-                op: "open",
-                path: url.to_string(),
-                source,
-            })?;
+        let (store, root) =
+            object_store::parse_url_opts(&parsed, std::iter::empty::<(String, String)>()).map_err(
+                |source| Error::Storage {
+                    op: "open",
+                    path: url.to_string(),
+                    source,
+                },
+            )?;
         Ok(Location {
             store: Arc::from(store),
             root,

@@ -48,7 +48,12 @@ impl Balanced {
 
 /// Counts what was written and checks it against `received`. `miscount` is a
 /// test hook that falsifies the Silver count to prove a broken balance stops the run.
-pub async fn check_balance(received: u64, written: Written, dq_error: &Location, miscount: i64) -> Result<Balanced> {
+pub async fn check_balance(
+    received: u64,
+    written: Written,
+    dq_error: &Location,
+    miscount: i64,
+) -> Result<Balanced> {
     let counted: u64 = written.data_files.iter().map(DataFile::record_count).sum();
     let silver = counted.saturating_add_signed(miscount);
     let mut set_aside = BTreeMap::new();
@@ -79,13 +84,18 @@ pub async fn check_balance(received: u64, written: Written, dq_error: &Location,
 /// Reads a dq_error CSV back and counts its records (quoted newlines included).
 async fn count_csv_records(dq_error: &Location, path: &str) -> Result<u64> {
     let bytes = dq_error.get(path).await?;
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(bytes.as_ref());
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(bytes.as_ref());
     let mut record = csv::ByteRecord::new();
     let mut count = 0;
-    while reader.read_byte_record(&mut record).map_err(|e| Error::BadDrop {
-        location: dq_error.url_of(path),
-        reason: format!("cannot read back: {e}"),
-    })? {
+    while reader
+        .read_byte_record(&mut record)
+        .map_err(|e| Error::BadDrop {
+            location: dq_error.url_of(path),
+            reason: format!("cannot read back: {e}"),
+        })?
+    {
         count += 1;
     }
     Ok(count)

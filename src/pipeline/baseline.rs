@@ -27,7 +27,10 @@ use crate::config::contract::Contract;
 use crate::config::rules::Rule;
 use crate::error::{Error, Result};
 use crate::infra::query::new_session;
-use crate::transient::{DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_OCCURRENCES, SOURCE_FILE, SOURCE_LINE, prev_column};
+use crate::transient::{
+    DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_OCCURRENCES, SOURCE_FILE, SOURCE_LINE,
+    prev_column,
+};
 
 /// The drop's rows with their previous state attached, not yet computed.
 pub struct Baselined {
@@ -50,7 +53,8 @@ pub async fn load_baseline(
 ) -> Result<Baselined> {
     let ctx = new_session();
     let window = order_window(contract, &rows, lookback_months)?;
-    ctx.register_batch("batch", rows).map_err(Error::query("baseline"))?;
+    ctx.register_batch("batch", rows)
+        .map_err(Error::query("baseline"))?;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules);
     let sql = baseline_sql(contract, &prev, contributor, window);
@@ -60,13 +64,20 @@ pub async fn load_baseline(
 
 /// Columns whose previous value is needed: what trend rules read, plus the order column.
 fn prev_columns(contract: &Contract, rules: &[&Rule]) -> BTreeSet<String> {
-    let mut columns: BTreeSet<String> = rules.iter().flat_map(|r| r.prev_columns.iter().cloned()).collect();
+    let mut columns: BTreeSet<String> = rules
+        .iter()
+        .flat_map(|r| r.prev_columns.iter().cloned())
+        .collect();
     columns.insert(contract.order_column.clone());
     columns
 }
 
 /// First day of the lookback period before the earliest row, and the latest row's date.
-fn order_window(contract: &Contract, rows: &RecordBatch, lookback_months: u32) -> Result<Option<(NaiveDate, NaiveDate)>> {
+fn order_window(
+    contract: &Contract,
+    rows: &RecordBatch,
+    lookback_months: u32,
+) -> Result<Option<(NaiveDate, NaiveDate)>> {
     let Some(column) = rows.column_by_name(&contract.order_column) else {
         return Ok(None);
     };
@@ -91,17 +102,24 @@ fn order_window(contract: &Contract, rows: &RecordBatch, lookback_months: u32) -
 }
 
 /// Registers `silver` as the history source, or an empty table of the contract's shape before the first commit.
-async fn register_history_source(ctx: &SessionContext, contract: &Contract, silver: &Table) -> Result<()> {
-    let provider: Arc<dyn datafusion::catalog::TableProvider> = if silver.metadata().current_snapshot().is_some() {
-        let provider = IcebergStaticTableProvider::try_new_from_table(silver.clone())
-            .await
-            .map_err(Error::catalog("scan", silver.identifier().to_string()))?;
-        Arc::new(provider)
-    } else {
-        let empty = MemTable::try_new(contract.arrow_schema(), vec![vec![]]).map_err(Error::query("baseline"))?;
-        Arc::new(empty)
-    };
-    ctx.register_table("silver", provider).map_err(Error::query("baseline"))?;
+async fn register_history_source(
+    ctx: &SessionContext,
+    contract: &Contract,
+    silver: &Table,
+) -> Result<()> {
+    let provider: Arc<dyn datafusion::catalog::TableProvider> =
+        if silver.metadata().current_snapshot().is_some() {
+            let provider = IcebergStaticTableProvider::try_new_from_table(silver.clone())
+                .await
+                .map_err(Error::catalog("scan", silver.identifier().to_string()))?;
+            Arc::new(provider)
+        } else {
+            let empty = MemTable::try_new(contract.arrow_schema(), vec![vec![]])
+                .map_err(Error::query("baseline"))?;
+            Arc::new(empty)
+        };
+    ctx.register_table("silver", provider)
+        .map_err(Error::query("baseline"))?;
     Ok(())
 }
 
@@ -119,8 +137,18 @@ fn baseline_sql(
     contributor: &str,
     window: Option<(NaiveDate, NaiveDate)>,
 ) -> String {
-    let record_key = contract.record_key().iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ");
-    let entity_key = contract.entity_key.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ");
+    let record_key = contract
+        .record_key()
+        .iter()
+        .map(|c| quote(c))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let entity_key = contract
+        .entity_key
+        .iter()
+        .map(|c| quote(c))
+        .collect::<Vec<_>>()
+        .join(", ");
     let order = quote(&contract.order_column);
     let history_where = match window {
         Some((from, to)) => format!(
@@ -142,7 +170,11 @@ fn baseline_sql(
         .map(quote)
         .collect::<Vec<_>>()
         .join(", ");
-    let prev_names = prev.iter().map(|c| quote(&prev_column(c))).collect::<Vec<_>>().join(", ");
+    let prev_names = prev
+        .iter()
+        .map(|c| quote(&prev_column(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "WITH batch_rows AS (\
            SELECT *, TRUE AS {in_batch}, COUNT(*) OVER (PARTITION BY {record_key}) AS {occurrences} FROM batch), \
@@ -178,7 +210,11 @@ fn history_projection(contract: &Contract, prev: &BTreeSet<String>) -> String {
             if needed {
                 quote(&c.name)
             } else {
-                format!("CAST(NULL AS {}) AS {}", c.column_type.sql_type(), quote(&c.name))
+                format!(
+                    "CAST(NULL AS {}) AS {}",
+                    c.column_type.sql_type(),
+                    quote(&c.name)
+                )
             }
         })
         .collect::<Vec<_>>()

@@ -42,13 +42,16 @@ impl DropRef {
 
 fn check_id(arg: &str, value: &str) -> Result<()> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-    let ok = (1..=64).contains(&value.len()) && value.chars().all(allowed) && !value.starts_with('.');
+    let ok =
+        (1..=64).contains(&value.len()) && value.chars().all(allowed) && !value.starts_with('.');
     if ok {
         return Ok(());
     }
     Err(Error::Usage {
         arg: arg.to_string(),
-        reason: format!("'{value}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . and not start with a dot"),
+        reason: format!(
+            "'{value}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . and not start with a dot"
+        ),
     })
 }
 
@@ -97,12 +100,20 @@ struct ClaimMarker {
 }
 
 /// Reads the drop, fingerprints it and claims its run.
-pub async fn claim_run(bronze: &Location, dq_error: &Location, drop: &DropRef, silver: &Table) -> Result<Claimed> {
+pub async fn claim_run(
+    bronze: &Location,
+    dq_error: &Location,
+    drop: &DropRef,
+    silver: &Table,
+) -> Result<Claimed> {
     let files = fetch_drop(bronze, drop).await?;
     let fingerprint = fingerprint(&files);
     let run_key = format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint);
     if let Some(snapshot_id) = committed_snapshot(silver, &run_key) {
-        return Ok(Claimed::AlreadyCommitted { run_key, snapshot_id });
+        return Ok(Claimed::AlreadyCommitted {
+            run_key,
+            snapshot_id,
+        });
     }
     let marker = claim_marker(dq_error, drop, &run_key, &fingerprint).await?;
     Ok(Claimed::Fresh(Claim {
@@ -118,7 +129,13 @@ pub fn committed_snapshot(silver: &Table, run_key: &str) -> Option<i64> {
     silver
         .metadata()
         .snapshots()
-        .find(|s| s.summary().additional_properties.get(RUN_KEY_PROPERTY).map(String::as_str) == Some(run_key))
+        .find(|s| {
+            s.summary()
+                .additional_properties
+                .get(RUN_KEY_PROPERTY)
+                .map(String::as_str)
+                == Some(run_key)
+        })
         .map(|s| s.snapshot_id())
 }
 
@@ -127,7 +144,11 @@ async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> 
     let listed = bronze.list(&prefix).await?;
     let mut files = Vec::new();
     for object in listed {
-        let name = object.relative.strip_prefix(&prefix).unwrap_or(&object.relative).trim_start_matches('/');
+        let name = object
+            .relative
+            .strip_prefix(&prefix)
+            .unwrap_or(&object.relative)
+            .trim_start_matches('/');
         if is_marker(name) {
             tracing::info!(path = %bronze.url_of(&object.relative), "ignoring marker file");
             continue;
@@ -164,7 +185,12 @@ fn fingerprint(files: &[DropFile]) -> String {
     hex::encode(hash.finalize())[..32].to_string()
 }
 
-async fn claim_marker(dq_error: &Location, drop: &DropRef, run_key: &str, fingerprint: &str) -> Result<ClaimMarker> {
+async fn claim_marker(
+    dq_error: &Location,
+    drop: &DropRef,
+    run_key: &str,
+    fingerprint: &str,
+) -> Result<ClaimMarker> {
     let path = format!("claims/{}/{fingerprint}.json", drop.prefix());
     if let Some(existing) = read_marker(dq_error, &path).await? {
         return Ok(existing);
@@ -184,20 +210,24 @@ async fn claim_marker(dq_error: &Location, drop: &DropRef, run_key: &str, finger
         return Ok(marker);
     }
     // Another attempt wrote it first: follow its run id and date.
-    read_marker(dq_error, &path).await?.ok_or_else(|| Error::BadDrop {
-        location: dq_error.url_of(&path),
-        reason: "claim marker vanished while being read".to_string(),
-    })
+    read_marker(dq_error, &path)
+        .await?
+        .ok_or_else(|| Error::BadDrop {
+            location: dq_error.url_of(&path),
+            reason: "claim marker vanished while being read".to_string(),
+        })
 }
 
 async fn read_marker(dq_error: &Location, path: &str) -> Result<Option<ClaimMarker>> {
     let Some(bytes) = dq_error.get_opt(path).await? else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::BadDrop {
-        location: dq_error.url_of(path),
-        reason: format!("unreadable claim marker: {e}"),
-    })
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::BadDrop {
+            location: dq_error.url_of(path),
+            reason: format!("unreadable claim marker: {e}"),
+        })
 }
 
 #[cfg(test)]

@@ -11,7 +11,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, BooleanBuilder, Int64Array, ListBuilder, StringBuilder, StructBuilder};
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, BooleanBuilder, Int64Array, ListBuilder, StringBuilder,
+    StructBuilder,
+};
 use arrow::datatypes::{DataType, Field, Fields, Schema};
 use arrow::record_batch::RecordBatch;
 use serde::Serialize;
@@ -101,7 +104,10 @@ pub async fn evaluate_rules(baselined: Baselined, rules: &[&Rule]) -> Result<Jud
 
 /// The outcome expression of one rule: 1 pass, 0 fail, 2 skipped for want of history.
 fn outcome_sql(rule: &Rule) -> String {
-    let check = format!("CASE WHEN coalesce(({}), false) THEN {PASS} ELSE {FAIL} END", rule.expression);
+    let check = format!(
+        "CASE WHEN coalesce(({}), false) THEN {PASS} ELSE {FAIL} END",
+        rule.expression
+    );
     if rule.is_trend() {
         format!("CASE WHEN NOT \"{HAS_BASELINE}\" THEN {SKIPPED} ELSE {check} END")
     } else {
@@ -127,7 +133,12 @@ fn new_errors_builder() -> ListBuilder<StructBuilder> {
 }
 
 /// Turns the outcome columns of one batch into verdict columns and counts.
-fn judge_batch(batch: &RecordBatch, kept: usize, rules: &[&Rule], judged: &mut Judged) -> Result<RecordBatch> {
+fn judge_batch(
+    batch: &RecordBatch,
+    kept: usize,
+    rules: &[&Rule],
+    judged: &mut Judged,
+) -> Result<RecordBatch> {
     let outcomes: Vec<&Int64Array> = (0..rules.len())
         .map(|i| batch.column(kept + i).as_any().downcast_ref::<Int64Array>())
         .collect::<Option<_>>()
@@ -162,7 +173,10 @@ fn judge_batch(batch: &RecordBatch, kept: usize, rules: &[&Rule], judged: &mut J
         passed.append_value(row_worst.is_none_or(|s| s == Severity::Warn));
         worst.append_option(row_worst.map(Severity::as_str));
     }
-    let mut fields: Vec<Field> = batch.schema().fields()[..kept].iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = batch.schema().fields()[..kept]
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     fields.push(errors_field());
     fields.push(Field::new(DQ_PASSED, DataType::Boolean, false));
     fields.push(Field::new(DQ_SEVERITY, DataType::Utf8, true));
@@ -174,7 +188,12 @@ fn judge_batch(batch: &RecordBatch, kept: usize, rules: &[&Rule], judged: &mut J
 }
 
 /// Appends one (rule, severity, message) entry to the current row's error list.
-pub fn append_error(errors: &mut ListBuilder<StructBuilder>, rule: &str, severity: Severity, message: &str) {
+pub fn append_error(
+    errors: &mut ListBuilder<StructBuilder>,
+    rule: &str,
+    severity: Severity,
+    message: &str,
+) {
     let item = errors.values();
     for (i, value) in [rule, severity.as_str(), message].into_iter().enumerate() {
         if let Some(b) = item.field_builder::<StringBuilder>(i) {

@@ -79,17 +79,24 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
     let (contributor_type, rules) = plan.rules_for(&drop.contributor);
     let mut summary = new_summary(plan, drop, contributor_type, &rules);
     let context = open_context(plan, drop).await?;
-    let claimed = claim::claim_run(&context.bronze, &context.dq_error, drop, &context.silver).await?;
+    let claimed =
+        claim::claim_run(&context.bronze, &context.dq_error, drop, &context.silver).await?;
     time(&mut summary, "claim", started);
     let claim = match claimed {
         Claimed::Fresh(claim) => claim,
-        Claimed::AlreadyCommitted { run_key, snapshot_id } => {
+        Claimed::AlreadyCommitted {
+            run_key,
+            snapshot_id,
+        } => {
             tracing::info!(%run_key, snapshot_id, "drop already committed: nothing to do");
             summary.status = RunStatus::AlreadyCommitted;
             summary.run_key = Some(run_key);
             summary.snapshot_id = Some(snapshot_id);
             summary.finished_at = Some(now());
-            return Ok(RunOutcome { summary, summary_url: None });
+            return Ok(RunOutcome {
+                summary,
+                summary_url: None,
+            });
         }
     };
     summary.run_id = Some(claim.run_id.clone());
@@ -141,7 +148,11 @@ async fn process(
 
     let batch = read::read_drop(&plan.contract, &claim.files)?;
     summary.counts.received = batch.received;
-    tracing::info!(received = batch.received, parse_rejects = batch.rejects.len(), "read");
+    tracing::info!(
+        received = batch.received,
+        parse_rejects = batch.rejects.len(),
+        "read"
+    );
     clock = lap(summary, "read", clock);
 
     let baselined = baseline::load_baseline(
@@ -160,7 +171,11 @@ async fn process(
     let judged = evaluate::evaluate_rules(baselined, rules).await?;
     summary.baseline.rows_with_baseline = judged.with_baseline;
     summary.baseline.rows_without_baseline = judged.without_baseline;
-    summary.set_rule_outcomes(with_parse_outcome(&judged.outcomes, batch.rejects.len() as u64, batch.received));
+    summary.set_rule_outcomes(with_parse_outcome(
+        &judged.outcomes,
+        batch.rejects.len() as u64,
+        batch.received,
+    ));
     clock = lap(summary, "baseline_and_evaluate", clock);
     stop_on_fail_rules(&judged.outcomes)?;
 
@@ -182,11 +197,20 @@ async fn process(
     )
     .await?;
     for (destination, path) in &written.set_aside_files {
-        summary.outputs.insert(destination.kind().to_string(), context.dq_error.url_of(path));
+        summary.outputs.insert(
+            destination.kind().to_string(),
+            context.dq_error.url_of(path),
+        );
     }
     clock = lap(summary, "write", clock);
 
-    let balanced = balance::check_balance(batch.received, written, &context.dq_error, options.hooks.miscount_silver_rows).await?;
+    let balanced = balance::check_balance(
+        batch.received,
+        written,
+        &context.dq_error,
+        options.hooks.miscount_silver_rows,
+    )
+    .await?;
     summary.counts.committed = balanced.silver();
     summary.counts.quarantined = balanced.set_aside(SetAside::Quarantine);
     summary.counts.dropped = balanced.set_aside(SetAside::Dropped);
@@ -237,12 +261,17 @@ fn with_parse_outcome(outcomes: &[RuleOutcome], rejects: u64, received: u64) -> 
         failed: rejects,
         skipped_no_baseline: 0,
     };
-    std::iter::once(parse).chain(outcomes.iter().cloned()).collect()
+    std::iter::once(parse)
+        .chain(outcomes.iter().cloned())
+        .collect()
 }
 
 /// A `fail` rule that fired stops the run before anything is written.
 fn stop_on_fail_rules(outcomes: &[RuleOutcome]) -> Result<()> {
-    match outcomes.iter().find(|o| o.severity == Severity::Fail && o.failed > 0) {
+    match outcomes
+        .iter()
+        .find(|o| o.severity == Severity::Fail && o.failed > 0)
+    {
         Some(o) => Err(Error::FailRule {
             rule: o.rule.clone(),
             rows: o.failed,
@@ -280,7 +309,9 @@ fn now() -> String {
 }
 
 fn time(summary: &mut Summary, stage: &str, since: Instant) {
-    summary.timings_ms.insert(stage.to_string(), since.elapsed().as_millis() as u64);
+    summary
+        .timings_ms
+        .insert(stage.to_string(), since.elapsed().as_millis() as u64);
 }
 
 fn lap(summary: &mut Summary, stage: &str, since: Instant) -> Instant {

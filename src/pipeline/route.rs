@@ -9,8 +9,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, ListArray, StringArray, StructArray};
-use arrow::compute::filter_record_batch;
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Int64Array, ListArray, StringArray, StructArray,
+};
+use arrow::compute::{SortColumn, filter_record_batch, lexsort_to_indices, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde_json::json;
@@ -77,13 +79,20 @@ impl Routed {
 
     /// Rows set aside at `destination`.
     pub fn set_aside_rows(&self, destination: SetAside) -> u64 {
-        self.set_aside.get(&destination).map_or(0, |b| b.num_rows() as u64)
+        self.set_aside
+            .get(&destination)
+            .map_or(0, |b| b.num_rows() as u64)
     }
 }
 
 /// The schema of a dq_error file: contract, provenance, raw record, errors, run id, timestamp.
 pub fn dq_schema(contract: &Contract) -> SchemaRef {
-    let mut fields: Vec<Field> = contract.arrow_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = contract
+        .arrow_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     fields.extend([
         Field::new(SOURCE_FILE, DataType::Utf8, true),
         Field::new(SOURCE_LINE, DataType::Int64, true),
@@ -96,15 +105,26 @@ pub fn dq_schema(contract: &Contract) -> SchemaRef {
 }
 
 /// Sends every judged row and parse reject to its destination.
-pub fn route_rows(contract: &Contract, judged: &Judged, rejects: &[ParseReject], stamp: &RunStamp) -> Result<Routed> {
+pub fn route_rows(
+    contract: &Contract,
+    judged: &Judged,
+    rejects: &[ParseReject],
+    stamp: &RunStamp,
+) -> Result<Routed> {
     let schema = dq_schema(contract);
     let mut silver = Vec::new();
     let mut set_aside: BTreeMap<SetAside, Vec<RecordBatch>> = BTreeMap::new();
     let mut warned = 0;
     for batch in &judged.rows {
         let severity = string_column(batch, DQ_SEVERITY)?;
-        let to_silver: BooleanArray = severity.iter().map(|s| Some(SetAside::for_severity(s.unwrap_or("")).is_none())).collect();
-        warned += severity.iter().filter(|s| *s == Some(Severity::Warn.as_str())).count() as u64;
+        let to_silver: BooleanArray = severity
+            .iter()
+            .map(|s| Some(SetAside::for_severity(s.unwrap_or("")).is_none()))
+            .collect();
+        warned += severity
+            .iter()
+            .filter(|s| *s == Some(Severity::Warn.as_str()))
+            .count() as u64;
         silver.push(contract_columns(contract, &filter(batch, &to_silver)?)?);
         for destination in [SetAside::Quarantine, SetAside::Dropped] {
             let mask: BooleanArray = severity
@@ -113,23 +133,55 @@ pub fn route_rows(contract: &Contract, judged: &Judged, rejects: &[ParseReject],
                 .collect();
             let rows = filter(batch, &mask)?;
             if rows.num_rows() > 0 {
-                set_aside.entry(destination).or_default().push(dq_rows(contract, &schema, &rows, stamp)?);
+                set_aside
+                    .entry(destination)
+                    .or_default()
+                    .push(dq_rows(contract, &schema, &rows, stamp)?);
             }
         }
     }
     if !rejects.is_empty() {
         let rows = reject_rows(&schema, rejects, stamp)?;
-        set_aside.entry(SetAside::Quarantine).or_default().push(rows);
+        set_aside
+            .entry(SetAside::Quarantine)
+            .or_default()
+            .push(rows);
     }
     let set_aside = set_aside
         .into_iter()
-        .map(|(k, parts)| Ok((k, arrow::compute::concat_batches(&schema, &parts).map_err(Error::arrow("route"))?)))
+        .map(|(k, parts)| Ok((k, in_file_order(&schema, &parts)?)))
         .collect::<Result<_>>()?;
     Ok(Routed {
         silver,
         set_aside,
         warned,
     })
+}
+
+/// One batch of set-aside rows in the order they stood in the drop (file, line).
+fn in_file_order(schema: &SchemaRef, parts: &[RecordBatch]) -> Result<RecordBatch> {
+    let all = arrow::compute::concat_batches(schema, parts).map_err(Error::arrow("route"))?;
+    let sort_by = [SOURCE_FILE, SOURCE_LINE]
+        .iter()
+        .map(|name| {
+            let values = all
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| Error::Internal(format!("route: {name} is missing")))?;
+            Ok(SortColumn {
+                values,
+                options: None,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let order = lexsort_to_indices(&sort_by, None).map_err(Error::arrow("route"))?;
+    let columns = all
+        .columns()
+        .iter()
+        .map(|c| take(c.as_ref(), &order, None))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Error::arrow("route"))?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("route"))
 }
 
 fn filter(batch: &RecordBatch, mask: &BooleanArray) -> Result<RecordBatch> {
@@ -153,7 +205,12 @@ fn contract_columns(contract: &Contract, batch: &RecordBatch) -> Result<RecordBa
     batch.project(&indices).map_err(Error::arrow("route"))
 }
 
-fn dq_rows(contract: &Contract, schema: &SchemaRef, batch: &RecordBatch, stamp: &RunStamp) -> Result<RecordBatch> {
+fn dq_rows(
+    contract: &Contract,
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+    stamp: &RunStamp,
+) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let mut columns: Vec<ArrayRef> = contract_columns(contract, batch)?.columns().to_vec();
     for name in [SOURCE_FILE, SOURCE_LINE] {
@@ -167,7 +224,9 @@ fn dq_rows(contract: &Contract, schema: &SchemaRef, batch: &RecordBatch, stamp: 
         .column_by_name(DQ_ERRORS)
         .and_then(|c| c.as_any().downcast_ref::<ListArray>())
         .ok_or_else(|| Error::Internal("route: _dq_errors is missing".to_string()))?;
-    columns.push(Arc::new(StringArray::from_iter_values((0..rows).map(|r| errors_json(errors, r)))));
+    columns.push(Arc::new(StringArray::from_iter_values(
+        (0..rows).map(|r| errors_json(errors, r)),
+    )));
     columns.extend(stamp_columns(stamp, rows));
     RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("route"))
 }
@@ -177,7 +236,13 @@ fn errors_json(errors: &ListArray, row: usize) -> String {
     let Some(entries) = entries.as_any().downcast_ref::<StructArray>() else {
         return "[]".to_string();
     };
-    let field = |i: usize| entries.column(i).as_any().downcast_ref::<StringArray>().cloned();
+    let field = |i: usize| {
+        entries
+            .column(i)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .cloned()
+    };
     let (Some(rule), Some(severity), Some(message)) = (field(0), field(1), field(2)) else {
         return "[]".to_string();
     };
@@ -194,16 +259,26 @@ fn stamp_columns(stamp: &RunStamp, rows: usize) -> [ArrayRef; 2] {
     ]
 }
 
-fn reject_rows(schema: &SchemaRef, rejects: &[ParseReject], stamp: &RunStamp) -> Result<RecordBatch> {
+fn reject_rows(
+    schema: &SchemaRef,
+    rejects: &[ParseReject],
+    stamp: &RunStamp,
+) -> Result<RecordBatch> {
     let rows = rejects.len();
     let contract_width = schema.fields().len() - 6;
     let mut columns: Vec<ArrayRef> = schema.fields()[..contract_width]
         .iter()
         .map(|f| arrow::array::new_null_array(f.data_type(), rows))
         .collect();
-    columns.push(Arc::new(StringArray::from_iter_values(rejects.iter().map(|r| r.file.as_str()))));
-    columns.push(Arc::new(Int64Array::from_iter_values(rejects.iter().map(|r| r.line as i64))));
-    columns.push(Arc::new(StringArray::from_iter_values(rejects.iter().map(|r| r.raw.as_str()))));
+    columns.push(Arc::new(StringArray::from_iter_values(
+        rejects.iter().map(|r| r.file.as_str()),
+    )));
+    columns.push(Arc::new(Int64Array::from_iter_values(
+        rejects.iter().map(|r| r.line as i64),
+    )));
+    columns.push(Arc::new(StringArray::from_iter_values(
+        rejects.iter().map(|r| r.raw.as_str()),
+    )));
     let errors = rejects.iter().map(|r| {
         json!([{"rule": PARSE_RULE, "severity": Severity::Quarantine.as_str(), "message": r.reason}]).to_string()
     });

@@ -109,7 +109,10 @@ impl Summary {
     pub fn set_rule_outcomes(&mut self, outcomes: Vec<RuleOutcome>) {
         self.failures_by_severity.clear();
         for outcome in &outcomes {
-            *self.failures_by_severity.entry(outcome.severity.as_str().to_string()).or_default() += outcome.failed;
+            *self
+                .failures_by_severity
+                .entry(outcome.severity.as_str().to_string())
+                .or_default() += outcome.failed;
         }
         self.baseline.trend_checks_skipped = outcomes.iter().map(|o| o.skipped_no_baseline).sum();
         self.rules = outcomes;

@@ -7,17 +7,19 @@
 use std::collections::BTreeMap;
 
 use arrow::record_batch::RecordBatch;
+use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::{DataFile, DataFileFormat, TableProperties};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
-use iceberg::arrow::RecordBatchPartitionSplitter;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -49,7 +51,10 @@ pub async fn write_outputs(
 ) -> Result<Written> {
     let mut set_aside_files = BTreeMap::new();
     for (destination, rows) in &routed.set_aside {
-        let path = format!("{}/part-00000.csv", dq_folder(destination.kind(), run_date, contributor, run_id));
+        let path = format!(
+            "{}/part-00000.csv",
+            dq_folder(destination.kind(), run_date, contributor, run_id)
+        );
         dq_error.put(&path, to_csv(rows)?).await?;
         set_aside_files.insert(*destination, path);
     }
@@ -63,39 +68,63 @@ pub async fn write_outputs(
 fn to_csv(rows: &RecordBatch) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     {
-        let mut writer = arrow::csv::WriterBuilder::new().with_header(true).build(&mut out);
+        let mut writer = arrow::csv::WriterBuilder::new()
+            .with_header(true)
+            .build(&mut out);
         writer.write(rows).map_err(Error::arrow("write"))?;
     }
     Ok(out)
 }
 
 /// Writes `batches` as data files of `silver`'s current schema and partition spec.
-async fn write_silver_files(silver: &Table, batches: &[RecordBatch], run_id: &str) -> Result<Vec<DataFile>> {
+async fn write_silver_files(
+    silver: &Table,
+    batches: &[RecordBatch],
+    run_id: &str,
+) -> Result<Vec<DataFile>> {
     let target = silver.identifier().to_string();
     let metadata = silver.metadata();
     let iceberg_schema = metadata.current_schema().clone();
-    let arrow_schema = Arc::new(schema_to_arrow_schema(&iceberg_schema).map_err(Error::catalog("write", &target))?);
-    let props = metadata.table_properties().map_err(Error::catalog("write", &target))?;
-    let builder = data_file_writer_builder(silver, &props, run_id).map_err(Error::catalog("write", &target))?;
+    let arrow_schema = Arc::new(
+        schema_to_arrow_schema(&iceberg_schema).map_err(Error::catalog("write", &target))?,
+    );
+    let props = metadata
+        .table_properties()
+        .map_err(Error::catalog("write", &target))?;
+    let builder = data_file_writer_builder(silver, &props, run_id)
+        .map_err(Error::catalog("write", &target))?;
     let spec = metadata.default_partition_spec().clone();
     let stamped = batches
         .iter()
         .filter(|b| b.num_rows() > 0)
-        .map(|b| RecordBatch::try_new(arrow_schema.clone(), b.columns().to_vec()).map_err(Error::arrow("write")))
+        .map(|b| {
+            RecordBatch::try_new(arrow_schema.clone(), b.columns().to_vec())
+                .map_err(Error::arrow("write"))
+        })
         .collect::<Result<Vec<_>>>()?;
     let written = if spec.is_unpartitioned() {
         let mut writer = UnpartitionedWriter::new(builder);
         for batch in stamped {
-            writer.write(batch).await.map_err(Error::catalog("write", &target))?;
+            writer
+                .write(batch)
+                .await
+                .map_err(Error::catalog("write", &target))?;
         }
         writer.close().await
     } else {
-        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(iceberg_schema, spec)
-            .map_err(Error::catalog("write", &target))?;
+        let splitter =
+            RecordBatchPartitionSplitter::try_new_with_computed_values(iceberg_schema, spec)
+                .map_err(Error::catalog("write", &target))?;
         let mut writer = FanoutWriter::new(builder);
         for batch in stamped {
-            for (key, part) in splitter.split(&batch).map_err(Error::catalog("write", &target))? {
-                writer.write(key, part).await.map_err(Error::catalog("write", &target))?;
+            for (key, part) in splitter
+                .split(&batch)
+                .map_err(Error::catalog("write", &target))?
+            {
+                writer
+                    .write(key, part)
+                    .await
+                    .map_err(Error::catalog("write", &target))?;
             }
         }
         writer.close().await
@@ -103,17 +132,27 @@ async fn write_silver_files(silver: &Table, batches: &[RecordBatch], run_id: &st
     written.map_err(Error::catalog("write", &target))
 }
 
-type SilverWriterBuilder = DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+type SilverWriterBuilder =
+    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
-fn data_file_writer_builder(silver: &Table, props: &TableProperties, run_id: &str) -> iceberg::Result<SilverWriterBuilder> {
+fn data_file_writer_builder(
+    silver: &Table,
+    props: &TableProperties,
+    run_id: &str,
+) -> iceberg::Result<SilverWriterBuilder> {
     let metadata = silver.metadata();
-    let parquet = ParquetWriterBuilder::from_table_properties(props, metadata.current_schema().clone());
+    let parquet =
+        ParquetWriterBuilder::from_table_properties(props, metadata.current_schema().clone());
     let rolling = RollingFileWriterBuilder::new(
         parquet,
         props.write_target_file_size_bytes,
         silver.file_io().clone(),
         DefaultLocationGenerator::new(metadata)?,
-        DefaultFileNameGenerator::new(format!("{run_id}-{}", uuid::Uuid::new_v4()), None, DataFileFormat::Parquet),
+        DefaultFileNameGenerator::new(
+            format!("{run_id}-{}", uuid::Uuid::new_v4()),
+            None,
+            DataFileFormat::Parquet,
+        ),
     );
     Ok(DataFileWriterBuilder::new(rolling))
 }

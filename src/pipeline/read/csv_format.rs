@@ -30,31 +30,35 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
         rejects: Vec::new(),
     };
     let mut starts = Vec::new();
+    let mut lines = LineCounter::new(bytes);
     loop {
-        let start = reader.position().clone();
-        let more = reader.read_byte_record(&mut record).map_err(|e| Error::BadDrop {
-            location: format!("{}:{}", file.name, start.line()),
-            reason: e.to_string(),
-        })?;
+        let more = reader
+            .read_byte_record(&mut record)
+            .map_err(|e| Error::BadDrop {
+                location: format!("{}:{}", file.name, reader.position().line()),
+                reason: e.to_string(),
+            })?;
         if !more {
             break;
         }
         if is_blank(&record) {
             continue;
         }
-        let raw = raw_text(bytes, start.byte(), reader.position().byte());
+        let start = skip_line_ends(bytes, record.position().map_or(0, |p| p.byte()));
+        let line = lines.line_at(start);
+        let raw = raw_text(bytes, start, reader.position().byte());
         match record_fields(&record, header.len()) {
             Ok(fields) => {
                 for (builder, position) in builders.iter_mut().zip(&positions) {
                     let value = position.map(|p| fields[p]).filter(|v| !v.is_empty());
                     builder.append_option(value);
                 }
-                starts.push(start.line());
+                starts.push(line);
                 table.raws.push(raw);
             }
             Err(reason) => table.rejects.push(ParseReject {
                 file: file.name.clone(),
-                line: start.line(),
+                line,
                 raw,
                 reason,
             }),
@@ -94,14 +98,65 @@ fn read_header(
         .collect()
 }
 
+/// Physical line numbers from byte offsets (the csv crate's own count drifts
+/// with `\r\n` line ends). Offsets must be asked for in increasing order.
+struct LineCounter<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+    line: u64,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        LineCounter {
+            bytes,
+            offset: 0,
+            line: 1,
+        }
+    }
+
+    fn line_at(&mut self, byte: u64) -> u64 {
+        let target = usize::try_from(byte)
+            .unwrap_or(self.bytes.len())
+            .min(self.bytes.len());
+        if target > self.offset {
+            self.line += self.bytes[self.offset..target]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count() as u64;
+            self.offset = target;
+        }
+        self.line
+    }
+}
+
+/// With `\r\n` line ends the csv crate starts a record at the `\n` that ends
+/// the previous one: move past it to the record's first byte.
+fn skip_line_ends(bytes: &[u8], start: u64) -> u64 {
+    let from = usize::try_from(start)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    let skipped = bytes[from..]
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
+    start + skipped as u64
+}
+
 /// A line with nothing on it (such as trailing blank lines) is not a record.
 fn is_blank(record: &csv::ByteRecord) -> bool {
     record.len() == 1 && record.get(0).is_some_and(|f| f.is_empty())
 }
 
-fn record_fields(record: &csv::ByteRecord, expected: usize) -> std::result::Result<Vec<&str>, String> {
+fn record_fields(
+    record: &csv::ByteRecord,
+    expected: usize,
+) -> std::result::Result<Vec<&str>, String> {
     if record.len() != expected {
-        return Err(format!("expected {expected} fields, found {}", record.len()));
+        return Err(format!(
+            "expected {expected} fields, found {}",
+            record.len()
+        ));
     }
     record
         .iter()
@@ -113,8 +168,12 @@ fn record_fields(record: &csv::ByteRecord, expected: usize) -> std::result::Resu
 }
 
 fn raw_text(bytes: &[u8], start: u64, end: u64) -> String {
-    let start = usize::try_from(start).unwrap_or(bytes.len()).min(bytes.len());
-    let end = usize::try_from(end).unwrap_or(bytes.len()).clamp(start, bytes.len());
+    let start = usize::try_from(start)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    let end = usize::try_from(end)
+        .unwrap_or(bytes.len())
+        .clamp(start, bytes.len());
     String::from_utf8_lossy(&bytes[start..end])
         .trim_end_matches(['\r', '\n'])
         .to_string()
@@ -122,6 +181,8 @@ fn raw_text(bytes: &[u8], start: u64, end: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::Array;
+
     use super::super::read_drop;
     use super::super::tests::{contract, file};
 
@@ -131,10 +192,20 @@ mod tests {
         let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
         assert!(batch.rejects.is_empty(), "{:?}", batch.rejects);
         assert_eq!(batch.received, 2);
-        let notes = batch.rows.column(3).as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
+        let notes = batch
+            .rows
+            .column(3)
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
         assert_eq!(notes.value(0), "a, \"quoted\"\nnote");
         assert!(notes.is_null(1));
-        let lines = batch.rows.column(5).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap();
+        let lines = batch
+            .rows
+            .column(5)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
         assert_eq!(lines.values().to_vec(), vec![2, 4]);
     }
 

@@ -11,12 +11,12 @@ mod parquet_format;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, StringArray, Int64Array};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, StringArray};
 use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
-use crate::config::contract::Contract;
+use crate::config::contract::{ColumnType, Contract};
 use crate::error::{Error, Result};
 use crate::pipeline::claim::DropFile;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
@@ -60,7 +60,12 @@ struct TextTable {
 
 /// The schema of read rows: the contract plus the row's provenance.
 pub fn batch_schema(contract: &Contract) -> SchemaRef {
-    let mut fields: Vec<Field> = contract.arrow_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = contract
+        .arrow_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     fields.push(Field::new(SOURCE_FILE, DataType::Utf8, true));
     fields.push(Field::new(SOURCE_LINE, DataType::Int64, true));
     Arc::new(Schema::new(fields))
@@ -122,13 +127,20 @@ fn map_header(contract: &Contract, file: &str, header: &[String]) -> Result<Vec<
     }
     Err(Error::BadDrop {
         location: file.to_string(),
-        reason: format!("required column(s) missing from the header: {}", missing.join(", ")),
+        reason: format!(
+            "required column(s) missing from the header: {}",
+            missing.join(", ")
+        ),
     })
 }
 
 /// Casts the text columns to the contract's types. A value that does not cast
 /// makes its whole record a parse reject naming the column and the value.
-fn type_rows(contract: &Contract, schema: &SchemaRef, table: TextTable) -> Result<(RecordBatch, Vec<ParseReject>)> {
+fn type_rows(
+    contract: &Contract,
+    schema: &SchemaRef,
+    table: TextTable,
+) -> Result<(RecordBatch, Vec<ParseReject>)> {
     let rows = table.lines.len();
     let options = CastOptions {
         safe: true,
@@ -144,7 +156,9 @@ fn type_rows(contract: &Contract, schema: &SchemaRef, table: TextTable) -> Resul
         };
         let typed = cast_with_options(text, &target, &options).map_err(Error::arrow("read"))?;
         for row in 0..rows {
-            if reasons[row].is_none() && text.is_valid(row) && typed.is_null(row) {
+            let unreadable = text.is_valid(row)
+                && (typed.is_null(row) || !is_canonical(column.column_type, text.value(row)));
+            if reasons[row].is_none() && unreadable {
                 reasons[row] = Some(format!(
                     "column '{}': cannot read '{}' as {}",
                     column.name,
@@ -156,7 +170,9 @@ fn type_rows(contract: &Contract, schema: &SchemaRef, table: TextTable) -> Resul
         columns.push(typed);
     }
     columns.push(Arc::new(StringArray::from(vec![table.file.as_str(); rows])));
-    columns.push(Arc::new(Int64Array::from_iter_values(table.lines.iter().map(|l| *l as i64))));
+    columns.push(Arc::new(Int64Array::from_iter_values(
+        table.lines.iter().map(|l| *l as i64),
+    )));
     let all = RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("read"))?;
     let keep = BooleanArray::from(reasons.iter().map(|r| r.is_none()).collect::<Vec<_>>());
     let good = filter_record_batch(&all, &keep).map_err(Error::arrow("read"))?;
@@ -172,10 +188,35 @@ fn type_rows(contract: &Contract, schema: &SchemaRef, table: TextTable) -> Resul
     Ok((good, rejects))
 }
 
+/// Arrow's casts are lenient (a date like `2026-10-3x` reads as the 3rd, a
+/// decimal with too many places is rounded); the contract is not. Dates must be
+/// `YYYY-MM-DD`, integers plain digits, decimals at most `scale` places.
+fn is_canonical(column_type: ColumnType, text: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let unsigned = |s: &str| s.strip_prefix(['+', '-']).unwrap_or(s).to_string();
+    match column_type {
+        ColumnType::Date => {
+            let parts: Vec<&str> = text.split('-').collect();
+            matches!(parts.as_slice(), [y, m, d] if y.len() == 4 && m.len() == 2 && d.len() == 2 && parts.iter().all(|p| digits(p)))
+        }
+        ColumnType::Int | ColumnType::Long => digits(&unsigned(text)),
+        ColumnType::Decimal { scale, .. } => {
+            let number = unsigned(text);
+            match number.split_once('.') {
+                None => digits(&number),
+                Some((whole, fraction)) => {
+                    digits(whole) && digits(fraction) && fraction.len() <= scale as usize
+                }
+            }
+        }
+        ColumnType::String | ColumnType::Double | ColumnType::Boolean => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::contract::{Column, ColumnType};
+    use crate::config::contract::Column;
 
     pub(super) fn contract() -> Contract {
         let column = |name: &str, column_type, nullable| Column {
@@ -188,7 +229,14 @@ mod tests {
             columns: vec![
                 column("id", ColumnType::String, false),
                 column("day", ColumnType::Date, false),
-                column("amount", ColumnType::Decimal { precision: 18, scale: 2 }, false),
+                column(
+                    "amount",
+                    ColumnType::Decimal {
+                        precision: 18,
+                        scale: 2,
+                    },
+                    false,
+                ),
                 column("note", ColumnType::String, true),
             ],
             entity_key: vec!["id".to_string()],
@@ -206,16 +254,25 @@ mod tests {
 
     #[test]
     fn a_value_that_does_not_cast_rejects_its_record_with_column_and_value() {
-        let csv = "id,day,amount\nA,2026-01-31,1.50\nB,2026-02-30,2\nC,2026-03-31,x1\n";
+        let csv = "id,day,amount\nA,2026-01-31,1.50\nB,2026-02-30,2\nC,2026-03-31,x1\nD,2026-03-3x,1\nE,2026-03-31,1.005\n";
         let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
-        assert_eq!(batch.received, 3);
+        assert_eq!(batch.received, 5);
         assert_eq!(batch.rows.num_rows(), 1);
-        let reasons: Vec<(u64, &str)> = batch.rejects.iter().map(|r| (r.line, r.reason.as_str())).collect();
+        let reasons: Vec<(u64, &str)> = batch
+            .rejects
+            .iter()
+            .map(|r| (r.line, r.reason.as_str()))
+            .collect();
         assert_eq!(
             reasons,
             vec![
                 (3, "column 'day': cannot read '2026-02-30' as Date32"),
                 (4, "column 'amount': cannot read 'x1' as Decimal128(18, 2)"),
+                (5, "column 'day': cannot read '2026-03-3x' as Date32"),
+                (
+                    6,
+                    "column 'amount': cannot read '1.005' as Decimal128(18, 2)"
+                ),
             ]
         );
         assert_eq!(batch.rejects[0].raw, "B,2026-02-30,2");

@@ -54,7 +54,9 @@ fn to_text(array: &dyn Array) -> std::result::Result<StringArray, arrow::error::
     text.as_any()
         .downcast_ref::<StringArray>()
         .cloned()
-        .ok_or_else(|| arrow::error::ArrowError::CastError("cast to Utf8 gave another type".to_string()))
+        .ok_or_else(|| {
+            arrow::error::ArrowError::CastError("cast to Utf8 gave another type".to_string())
+        })
 }
 
 fn raw_row(columns: &[Option<StringArray>], row: usize) -> String {
