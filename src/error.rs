@@ -98,7 +98,7 @@ pub enum Error {
         /// The object or prefix.
         path: String,
         /// The underlying error.
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
     /// The Iceberg catalog or table I/O failed.
     #[error("catalog error during {op} on {target}: {source}")]
@@ -108,7 +108,7 @@ pub enum Error {
         /// The table or namespace.
         target: String,
         /// The underlying error.
-        source: iceberg::Error,
+        source: Box<iceberg::Error>,
     },
     /// A query the engine built failed to plan or execute.
     #[error("evaluation error in {stage}: {source}")]
@@ -190,7 +190,11 @@ impl Error {
         target: impl Into<String>,
     ) -> impl FnOnce(iceberg::Error) -> Error {
         let target = target.into();
-        move |source| Error::Catalog { op, target, source }
+        move |source| Error::Catalog {
+            op,
+            target,
+            source: Box::new(source),
+        }
     }
 
     /// Wraps an object store error with the operation and path.
@@ -199,7 +203,11 @@ impl Error {
         path: impl Into<String>,
     ) -> impl FnOnce(object_store::Error) -> Error {
         let path = path.into();
-        move |source| Error::Storage { op, path, source }
+        move |source| Error::Storage {
+            op,
+            path,
+            source: Box::new(source),
+        }
     }
 }
 

@@ -152,6 +152,26 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_string()
 }
 
+/// A fingerprint of a resolved rule set: every name, severity, scope of
+/// application and expression, in order. Results carry it so they name the
+/// exact rules that produced them.
+pub fn rules_fingerprint(rules: &[&Rule]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for rule in rules {
+        for part in [
+            rule.name.as_str(),
+            rule.severity.as_str(),
+            &rule.contributor_types.join(","),
+            &rule.expression,
+        ] {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+    }
+    hex::encode(hash.finalize())[..16].to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,24 +193,4 @@ mod tests {
         }
         assert_eq!(Severity::parse("sometimes"), None);
     }
-}
-
-/// A fingerprint of a resolved rule set: every name, severity, scope of
-/// application and expression, in order. Results carry it so they name the
-/// exact rules that produced them.
-pub fn rules_fingerprint(rules: &[&Rule]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    for rule in rules {
-        for part in [
-            rule.name.as_str(),
-            rule.severity.as_str(),
-            &rule.contributor_types.join(","),
-            &rule.expression,
-        ] {
-            hash.update(part.as_bytes());
-            hash.update([0]);
-        }
-    }
-    hex::encode(hash.finalize())[..16].to_string()
 }

@@ -37,13 +37,8 @@ impl Location {
             reason: format!("'{url}' is not a valid URL: {e}"),
         })?;
         let (store, root) =
-            object_store::parse_url_opts(&parsed, std::iter::empty::<(String, String)>()).map_err(
-                |source| Error::Storage {
-                    op: "open",
-                    path: url.to_string(),
-                    source,
-                },
-            )?;
+            object_store::parse_url_opts(&parsed, std::iter::empty::<(String, String)>())
+                .map_err(|source| Error::storage("open", url)(source))?;
         Ok(Location {
             store: Arc::from(store),
             root,
@@ -86,11 +81,9 @@ impl Location {
         {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(source) => Err(Error::Storage {
-                op: "put-if-absent",
-                path: self.url_of(relative),
+            Err(source) => Err(Error::storage("put-if-absent", self.url_of(relative))(
                 source,
-            }),
+            )),
         }
     }
 
@@ -103,11 +96,7 @@ impl Location {
                 .map(Some)
                 .map_err(Error::storage("get", self.url_of(relative))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(source) => Err(Error::Storage {
-                op: "get",
-                path: self.url_of(relative),
-                source,
-            }),
+            Err(source) => Err(Error::storage("get", self.url_of(relative))(source)),
         }
     }
 

@@ -155,11 +155,11 @@ fn type_rows(
             continue;
         };
         let typed = cast_with_options(text, &target, &options).map_err(Error::arrow("read"))?;
-        for row in 0..rows {
+        for (row, reason) in reasons.iter_mut().enumerate() {
             let unreadable = text.is_valid(row)
                 && (typed.is_null(row) || !is_canonical(column.column_type, text.value(row)));
-            if reasons[row].is_none() && unreadable {
-                reasons[row] = Some(format!(
+            if reason.is_none() && unreadable {
+                *reason = Some(format!(
                     "column '{}': cannot read '{}' as {}",
                     column.name,
                     text.value(row),

@@ -1,0 +1,206 @@
+//! The binary as an orchestrator sees it: exit codes 0, 1 and 2, and error
+//! messages that name the file, rule or setting at fault.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use chrono::NaiveDate;
+use silverline::demo::generate::{Portfolio, mis_map_limits, to_csv};
+
+/// A folder with `config/credit_statements.toml` (the shipped config, optionally edited) and `data/`.
+fn project(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config/credit_statements.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let text = std::fs::read_to_string("config/credit_statements.toml").unwrap();
+    std::fs::write(&config, edit(text)).unwrap();
+    (tmp, config)
+}
+
+fn put_drop(root: &Path, contributor: &str, drop_id: &str, csv: &str) {
+    let dir = root.join("data/bronze").join(contributor).join(drop_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("statements.csv"), csv).unwrap();
+}
+
+fn silverline(args: &[&str]) -> assert_cmd::assert::Assert {
+    Command::cargo_bin("silverline")
+        .unwrap()
+        .args(["--log-format", "text"])
+        .args(args)
+        .assert()
+}
+
+fn output(assert: &assert_cmd::assert::Assert) -> String {
+    let out = assert.get_output();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn month(y: i32, m: u32) -> NaiveDate {
+    NaiveDate::from_ymd_opt(y, m, 1).unwrap()
+}
+
+#[test]
+fn every_shipped_config_passes_check_config() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir("config").unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let assert =
+                silverline(&["check-config", "--config", path.to_str().unwrap()]).success();
+            assert!(output(&assert).contains("ok"));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1);
+}
+
+#[test]
+fn a_bad_rule_exits_2_naming_the_file_and_the_rule() {
+    let (_tmp, config) = project(|t| {
+        t.replace(
+            "expression = \"month_in_arrears BETWEEN 0 AND 36\"",
+            "expression = \"months_in_arrear BETWEEN 0 AND 36\"",
+        )
+        .replace("severity = \"warning\"", "severity = \"sometimes\"")
+    });
+    let assert = silverline(&["check-config", "--config", config.to_str().unwrap()]).code(2);
+    let text = output(&assert);
+    assert!(text.contains("credit_statements.toml"), "{text}");
+    assert!(
+        text.contains("rules 'mia_range'") && text.contains("months_in_arrear"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rules 'temp_limit_zero'") && text.contains("sometimes"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_non_boolean_rule_is_refused() {
+    let (_tmp, config) = project(|t| {
+        t.replace(
+            "expression = \"temporary_limit = 0\"",
+            "expression = \"temporary_limit + 1\"",
+        )
+    });
+    let text = output(&silverline(&["check-config", "--config", config.to_str().unwrap()]).code(2));
+    assert!(
+        text.contains("temp_limit_zero") && text.contains("not boolean"),
+        "{text}"
+    );
+}
+
+#[test]
+fn run_commits_then_a_rerun_says_already_committed_both_exit_0() {
+    let (tmp, config) = project(|t| t);
+    let rows = Portfolio::new("BANK_C", 12, false, 3).statements(month(2026, 1), false);
+    put_drop(tmp.path(), "BANK_C", "2026-01", &to_csv(&rows));
+    let args = [
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--contributor",
+        "BANK_C",
+        "--drop",
+        "2026-01",
+    ];
+    let first = output(&silverline(&args).success());
+    assert!(first.contains("committed 12 rows"), "{first}");
+    assert!(first.contains("summary: file://"), "{first}");
+    let second = output(&silverline(&args).success());
+    assert!(second.contains("already committed"), "{second}");
+}
+
+#[test]
+fn a_missing_drop_exits_1_naming_the_drop() {
+    let (_tmp, config) = project(|t| t);
+    let args = [
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--contributor",
+        "BANK_C",
+        "--drop",
+        "2030-01",
+    ];
+    let text = output(&silverline(&args).code(1));
+    assert!(text.contains("BANK_C/2030-01"), "{text}");
+}
+
+#[test]
+fn a_fail_rule_exits_1_and_names_the_rule() {
+    let (tmp, config) = project(|t| {
+        t.replace(
+            "name = \"limit_stable\"\nseverity = \"critical\"",
+            "name = \"limit_stable\"\nseverity = \"fail\"",
+        )
+    });
+    let mut bank = Portfolio::new("BANK_C", 8, false, 3);
+    put_drop(
+        tmp.path(),
+        "BANK_C",
+        "2026-01",
+        &to_csv(&bank.statements(month(2026, 1), false)),
+    );
+    let mut bad = bank.statements(month(2026, 2), false);
+    mis_map_limits(&mut bad);
+    put_drop(tmp.path(), "BANK_C", "2026-02", &to_csv(&bad));
+    let config = config.to_str().unwrap();
+    silverline(&[
+        "run",
+        "--config",
+        config,
+        "--contributor",
+        "BANK_C",
+        "--drop",
+        "2026-01",
+    ])
+    .success();
+    let text = output(
+        &silverline(&[
+            "run",
+            "--config",
+            config,
+            "--contributor",
+            "BANK_C",
+            "--drop",
+            "2026-02",
+        ])
+        .code(1),
+    );
+    assert!(
+        text.contains("limit_stable") && text.contains("nothing committed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unsafe_contributor_id_exits_2() {
+    let (_tmp, config) = project(|t| t);
+    let args = [
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--contributor",
+        "../etc",
+        "--drop",
+        "2026-01",
+    ];
+    let text = output(&silverline(&args).code(2));
+    assert!(text.contains("--contributor"), "{text}");
+}
+
+#[test]
+fn a_missing_config_exits_2_naming_the_file() {
+    let text =
+        output(&silverline(&["check-config", "--config", "/nonexistent/silverline.toml"]).code(2));
+    assert!(text.contains("/nonexistent/silverline.toml"), "{text}");
+}

@@ -1,0 +1,92 @@
+//! Shared helpers for the integration tests: a throw-away workspace on the
+//! embedded default, and readers of what a run left behind (the Silver table
+//! through the real catalog, the dq_error CSVs from disk).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use arrow::record_batch::RecordBatch;
+use futures::TryStreamExt;
+use iceberg::table::Table;
+use silverline::demo::Workspace;
+use silverline::infra::catalog::{connect, load_silver};
+use silverline::pipeline::summary::Summary;
+
+/// A workspace in a temporary folder, removed when dropped.
+pub struct TestWorkspace {
+    /// Keeps the folder alive.
+    pub tmp: tempfile::TempDir,
+    /// The workspace.
+    pub ws: Workspace,
+}
+
+/// A fresh workspace with the default config.
+pub fn workspace() -> TestWorkspace {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = Workspace::create(&tmp.path().join("ws")).unwrap();
+    TestWorkspace { tmp, ws }
+}
+
+/// The Silver table, loaded through the catalog.
+pub async fn silver_table(ws: &Workspace) -> Table {
+    let catalog = connect(&ws.plan.catalog).await.unwrap();
+    load_silver(catalog.as_ref(), &ws.plan).await.unwrap()
+}
+
+/// Every row of Silver, read back through an Iceberg scan.
+pub async fn silver_batches(ws: &Workspace) -> Vec<RecordBatch> {
+    let table = silver_table(ws).await;
+    if table.metadata().current_snapshot().is_none() {
+        return Vec::new();
+    }
+    let scan = table.scan().build().unwrap();
+    scan.to_arrow().await.unwrap().try_collect().await.unwrap()
+}
+
+/// Number of rows in Silver.
+pub async fn silver_count(ws: &Workspace) -> usize {
+    silver_batches(ws)
+        .await
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum()
+}
+
+/// Number of snapshots of Silver.
+pub async fn snapshot_count(ws: &Workspace) -> usize {
+    silver_table(ws).await.metadata().snapshots().len()
+}
+
+/// The records of a dq_error CSV named in `summary.outputs[kind]`, as header -> value maps.
+pub fn dq_records(summary: &Summary, kind: &str) -> Vec<BTreeMap<String, String>> {
+    let Some(url) = summary.outputs.get(kind) else {
+        return Vec::new();
+    };
+    let path = url.strip_prefix("file://").unwrap();
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    reader
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            headers
+                .iter()
+                .map(str::to_string)
+                .zip(r.iter().map(str::to_string))
+                .collect()
+        })
+        .collect()
+}
+
+/// The rule names in a dq_error record's `_dq_errors`.
+pub fn error_rules(record: &BTreeMap<String, String>) -> Vec<String> {
+    let errors: serde_json::Value = serde_json::from_str(&record["_dq_errors"]).unwrap();
+    errors
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["rule"].as_str().unwrap().to_string())
+        .collect()
+}
