@@ -34,7 +34,7 @@ async fn bank_with_history(tw: &common::TestWorkspace, accounts: usize) -> Portf
 
 #[tokio::test]
 async fn silver_schema_is_exactly_the_contract() {
-    let tw = common::workspace();
+    let tw = common::workspace().await;
     bank_with_history(&tw, 20).await;
     let table = common::silver_table(&tw.ws).await;
     let iceberg_names: Vec<String> = table
@@ -70,7 +70,7 @@ async fn silver_schema_is_exactly_the_contract() {
 
 #[tokio::test]
 async fn a_backfill_baselines_each_month_on_the_one_before() {
-    let tw = common::workspace();
+    let tw = common::workspace().await;
     let mut bank = bank_with_history(&tw, 40).await;
     let [jan, feb, mar] = months(month(2026, 1), 3)[..] else {
         panic!()
@@ -104,7 +104,7 @@ async fn a_backfill_baselines_each_month_on_the_one_before() {
 
 #[tokio::test]
 async fn a_rerun_of_a_committed_drop_adds_no_row_and_no_snapshot() {
-    let tw = common::workspace();
+    let tw = common::workspace().await;
     bank_with_history(&tw, 30).await;
     let rows_before = common::silver_count(&tw.ws).await;
     let snapshots_before = common::snapshot_count(&tw.ws).await;
@@ -120,7 +120,7 @@ async fn a_rerun_of_a_committed_drop_adds_no_row_and_no_snapshot() {
 
 #[tokio::test]
 async fn a_broken_balance_fails_the_run_and_commits_nothing() {
-    let tw = common::workspace();
+    let tw = common::workspace().await;
     let mut bank = bank_with_history(&tw, 25).await;
     let rows = bank.statements(month(2026, 1), false);
     tw.ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
@@ -162,7 +162,7 @@ async fn a_broken_balance_fails_the_run_and_commits_nothing() {
 
 #[tokio::test]
 async fn a_fail_rule_stops_the_run_with_nothing_committed() {
-    let mut tw = common::workspace();
+    let mut tw = common::workspace().await;
     let mut bank = bank_with_history(&tw, 10).await;
     for rule in tw
         .ws
@@ -191,7 +191,7 @@ async fn a_fail_rule_stops_the_run_with_nothing_committed() {
 
 #[tokio::test]
 async fn a_dry_run_commits_nothing_but_reports_what_it_would_commit() {
-    let tw = common::workspace();
+    let tw = common::workspace().await;
     let mut bank = bank_with_history(&tw, 15).await;
     let rows = bank.statements(month(2026, 1), false);
     tw.ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
@@ -214,7 +214,7 @@ async fn a_dry_run_commits_nothing_but_reports_what_it_would_commit() {
 
 #[tokio::test]
 async fn malformed_records_are_quarantined_with_file_line_and_raw_text() {
-    let tw = common::workspace();
+    let tw = common::workspace().await;
     let mut bank = Portfolio::new("BANK_T", 3, false, 9);
     let good = to_csv(&bank.statements(month(2026, 1), false));
     let mut text = good.clone();

@@ -10,7 +10,7 @@ use silverline::demo::scenarios::{NEWCOMER, ScenarioResult, run_all};
 use silverline::pipeline::summary::RunStatus;
 
 async fn results() -> (common::TestWorkspace, Vec<ScenarioResult>) {
-    let tw = common::workspace();
+    let tw = common::workspace().await;
     let results = run_all(&tw.ws).await.unwrap();
     (tw, results)
 }

@@ -45,6 +45,30 @@ pub enum CatalogSpec {
         /// Catalog name.
         name: String,
     },
+    /// Iceberg REST catalog.
+    Rest {
+        /// Catalog URI.
+        uri: String,
+        /// Warehouse.
+        warehouse: String,
+        /// Environment variable with the OAuth2 credential.
+        credential_env: String,
+        /// Environment variable with a bearer token.
+        token_env: String,
+        /// Extra properties.
+        properties: Vec<(String, String)>,
+        /// Catalog name.
+        name: String,
+    },
+}
+
+impl CatalogSpec {
+    /// The warehouse location.
+    pub fn warehouse(&self) -> &str {
+        match self {
+            CatalogSpec::Sql { warehouse, .. } | CatalogSpec::Rest { warehouse, .. } => warehouse,
+        }
+    }
 }
 
 impl std::fmt::Display for CatalogSpec {
@@ -53,17 +77,33 @@ impl std::fmt::Display for CatalogSpec {
             CatalogSpec::Sql { uri, warehouse, .. } => {
                 write!(f, "sql catalog {uri}, warehouse {warehouse}")
             }
+            CatalogSpec::Rest { uri, warehouse, .. } => {
+                write!(f, "REST catalog {uri}, warehouse {warehouse}")
+            }
         }
     }
 }
 
-/// Object storage roots, as URLs.
+/// Object storage roots, as URLs, and the S3 settings that serve them.
 #[derive(Debug, Clone)]
 pub struct StorageSpec {
     /// Root of the bronze drops.
     pub bronze: String,
     /// Root of the dq_error output.
     pub dq_error: String,
+    /// S3 settings shared by bronze, dq_error and the Iceberg FileIO.
+    pub s3: S3Settings,
+}
+
+/// S3 connection settings (credentials come from the AWS chain, never from here).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    /// Endpoint of an S3-compatible server.
+    pub endpoint: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Path-style URLs.
+    pub path_style: bool,
 }
 
 /// How contributor ids map to types.
@@ -134,6 +174,11 @@ impl Plan {
             storage: StorageSpec {
                 bronze: resolve_location(&raw.storage.bronze, base),
                 dq_error: resolve_location(&raw.storage.dq_error, base),
+                s3: S3Settings {
+                    endpoint: raw.storage.endpoint.clone(),
+                    region: raw.storage.region.clone(),
+                    path_style: raw.storage.path_style,
+                },
             },
             catalog: catalog_spec(&raw.catalog, base),
             contributors,
@@ -394,6 +439,24 @@ fn catalog_spec(raw: &CatalogConfig, base: &Path) -> CatalogSpec {
         } => CatalogSpec::Sql {
             uri: resolve_sqlite_uri(uri, base),
             warehouse: resolve_location(warehouse, base),
+            name: name.clone(),
+        },
+        CatalogConfig::Rest {
+            uri,
+            warehouse,
+            credential_env,
+            token_env,
+            properties,
+            name,
+        } => CatalogSpec::Rest {
+            uri: uri.clone(),
+            warehouse: warehouse.clone(),
+            credential_env: credential_env.clone(),
+            token_env: token_env.clone(),
+            properties: properties
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             name: name.clone(),
         },
     }

@@ -102,7 +102,9 @@ impl Default for BaselineConfig {
     }
 }
 
-/// Object storage locations (URLs: `file:///abs/path`, a relative path, `s3://bucket/prefix`, `memory://`).
+/// Object storage locations (URLs: `file:///abs/path`, a relative path, `s3://bucket/prefix`, `memory://`)
+/// and the S3 settings that serve them and the Iceberg warehouse. Credentials never live here: they
+/// come from the standard AWS chain (env, profile, web identity, instance metadata).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
@@ -110,6 +112,15 @@ pub struct StorageConfig {
     pub bronze: String,
     /// Root of the dq_error output (quarantine, dropped, summaries, claims).
     pub dq_error: String,
+    /// S3 endpoint for S3-compatible servers. Default: AWS's own endpoint for the region.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// S3 region. Default: the AWS chain's region, else `us-east-1`.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Path-style S3 URLs (`endpoint/bucket/key`), as most local servers need. Default: false.
+    #[serde(default)]
+    pub path_style: bool,
 }
 
 /// The Iceberg catalog.
@@ -123,6 +134,26 @@ pub enum CatalogConfig {
         uri: String,
         /// Warehouse location (a path or URL).
         warehouse: String,
+        /// Catalog name. Default: `silverline`.
+        #[serde(default = "default_catalog_name")]
+        name: String,
+    },
+    /// Iceberg REST catalog.
+    Rest {
+        /// Catalog URI, e.g. `http://127.0.0.1:8181`.
+        uri: String,
+        /// Warehouse, e.g. `s3://warehouse`.
+        warehouse: String,
+        /// Environment variable holding the OAuth2 client credential `id:secret`.
+        /// Default: `SILVERLINE_REST_CREDENTIAL`. Unset: no credential is sent.
+        #[serde(default = "default_credential_env")]
+        credential_env: String,
+        /// Environment variable holding a bearer token. Default: `SILVERLINE_REST_TOKEN`.
+        #[serde(default = "default_token_env")]
+        token_env: String,
+        /// Extra catalog properties passed as they are. Default: none.
+        #[serde(default)]
+        properties: BTreeMap<String, String>,
         /// Catalog name. Default: `silverline`.
         #[serde(default = "default_catalog_name")]
         name: String,
@@ -198,6 +229,12 @@ fn default_lookback_months() -> u32 {
 }
 fn default_catalog_name() -> String {
     "silverline".to_string()
+}
+fn default_credential_env() -> String {
+    "SILVERLINE_REST_CREDENTIAL".to_string()
+}
+fn default_token_env() -> String {
+    "SILVERLINE_REST_TOKEN".to_string()
 }
 fn default_contributor_type() -> String {
     "default".to_string()

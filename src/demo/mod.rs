@@ -12,9 +12,9 @@ pub mod scenarios;
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{Plan, load_plan};
+use crate::config::{Plan, parse_plan};
 use crate::error::{Error, Result};
-use crate::infra::storage::Location;
+use crate::infra::storage::{Location, Stores};
 use crate::pipeline::claim::DropRef;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use generate::{Statement, to_csv};
@@ -34,8 +34,18 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// Creates a fresh workspace in `dir`, which must be empty, missing, or an earlier demo workspace.
-    pub fn create(dir: &Path) -> Result<Workspace> {
+    /// Creates a fresh workspace in `dir` with the default (embedded) configuration.
+    pub async fn create(dir: &Path) -> Result<Workspace> {
+        Workspace::create_with(dir, DEFAULT_CONFIG, &[]).await
+    }
+
+    /// Creates a fresh workspace in `dir`, which must be empty, missing, or an earlier
+    /// demo workspace, with configuration `config` and `overrides` (dotted keys).
+    pub async fn create_with(
+        dir: &Path,
+        config: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Workspace> {
         prepare_folder(dir)?;
         let config_dir = dir.join("config");
         let config_path = config_dir.join("credit_statements.toml");
@@ -44,10 +54,11 @@ impl Workspace {
             move |source| Error::Io { path, source }
         };
         std::fs::create_dir_all(&config_dir).map_err(io(&config_dir))?;
-        std::fs::write(&config_path, DEFAULT_CONFIG).map_err(io(&config_path))?;
+        std::fs::write(&config_path, config).map_err(io(&config_path))?;
         std::fs::write(dir.join(DEMO_MARKER), b"").map_err(io(dir))?;
-        let plan = load_plan(&config_path)?;
-        let bronze = Location::open(&plan.storage.bronze, "storage.bronze")?;
+        let plan = parse_plan(config, &config_path, overrides)?;
+        let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+        let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
         Ok(Workspace {
             dir: dir.to_path_buf(),
             plan,
@@ -123,7 +134,7 @@ fn prepare_folder(dir: &Path) -> Result<()> {
 /// Runs the whole demo under `dir` and prints the results; fails if any
 /// scenario was not caught exactly as the generator says it should be.
 pub async fn run_demo(dir: &Path) -> Result<()> {
-    let workspace = Workspace::create(dir)?;
+    let workspace = Workspace::create(dir).await?;
     println!("silverline demo in {}", workspace.dir.display());
     let results = scenarios::run_all(&workspace).await?;
     println!("{}", scenarios::render_table(&results));

@@ -1,6 +1,6 @@
 //! The Iceberg catalog that holds Silver, and the Silver table itself:
-//! connecting (SQLite SQL catalog for the embedded default), and creating the
-//! table from the contract on the first run.
+//! connecting (REST in production, SQLite SQL catalog for the embedded
+//! default), and creating the table from the contract on the first run.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use iceberg::spec::{Transform, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
+use iceberg_catalog_rest::RestCatalogBuilder;
 use iceberg_catalog_sql::SqlCatalogBuilder;
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
@@ -15,31 +16,49 @@ use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::plan::{CatalogSpec, PartitionTransform, TableSpec};
 use crate::error::{Error, Result};
+use crate::infra::storage::Stores;
 
-/// Connects to the catalog the plan names.
-pub async fn connect(spec: &CatalogSpec) -> Result<Arc<dyn Catalog>> {
+/// Connects to the catalog the plan names; its FileIO uses the same S3 settings and identity as `stores`.
+pub async fn connect(spec: &CatalogSpec, stores: &Stores) -> Result<Arc<dyn Catalog>> {
+    let mut props: HashMap<String, String> =
+        stores.fileio_properties().await?.into_iter().collect();
+    props.insert("warehouse".to_string(), spec.warehouse().to_string());
+    let storage = Arc::new(OpenDalResolvingStorageFactory::new());
     match spec {
-        CatalogSpec::Sql {
+        CatalogSpec::Sql { uri, name, .. } => {
+            create_sqlite_folder(uri)?;
+            props.insert("uri".to_string(), uri.clone());
+            props.insert("sql_bind_style".to_string(), "QMark".to_string());
+            let catalog = SqlCatalogBuilder::default()
+                .with_storage_factory(storage)
+                .load(name, props)
+                .await
+                .map_err(Error::catalog("connect", format!("catalog.uri {uri}")))?;
+            Ok(Arc::new(catalog))
+        }
+        CatalogSpec::Rest {
             uri,
-            warehouse,
+            credential_env,
+            token_env,
+            properties,
             name,
-        } => connect_sql(uri, warehouse, name).await,
+            ..
+        } => {
+            props.extend(properties.iter().cloned());
+            props.insert("uri".to_string(), uri.clone());
+            for (key, variable) in [("credential", credential_env), ("token", token_env)] {
+                if let Ok(secret) = std::env::var(variable) {
+                    props.insert(key.to_string(), secret);
+                }
+            }
+            let catalog = RestCatalogBuilder::default()
+                .with_storage_factory(storage)
+                .load(name, props)
+                .await
+                .map_err(Error::catalog("connect", format!("catalog.uri {uri}")))?;
+            Ok(Arc::new(catalog))
+        }
     }
-}
-
-async fn connect_sql(uri: &str, warehouse: &str, name: &str) -> Result<Arc<dyn Catalog>> {
-    create_sqlite_folder(uri)?;
-    let props = HashMap::from([
-        ("uri".to_string(), uri.to_string()),
-        ("warehouse".to_string(), warehouse.to_string()),
-        ("sql_bind_style".to_string(), "QMark".to_string()),
-    ]);
-    let catalog = SqlCatalogBuilder::default()
-        .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
-        .load(name, props)
-        .await
-        .map_err(Error::catalog("connect", format!("catalog.uri = {uri}")))?;
-    Ok(Arc::new(catalog))
 }
 
 fn create_sqlite_folder(uri: &str) -> Result<()> {

@@ -1,16 +1,128 @@
 //! Object storage: one [`Location`] per configured root (bronze, dq_error),
-//! served by `object_store` (local files, memory, S3). Every error names the
-//! operation and the object at fault.
+//! served by `object_store` (local files, memory, S3), all opened through one
+//! [`Stores`] that also gives the Iceberg FileIO the same S3 settings and
+//! identity. Every error names the operation, the object and the setting.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
 use url::Url;
 
+use crate::config::plan::{S3Settings, StorageSpec};
 use crate::error::{Error, Result};
+use crate::infra::aws::AwsChain;
+
+/// The storage settings of a run, with the AWS chain loaded when anything lives on S3.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    s3: S3Settings,
+    aws: Option<AwsChain>,
+}
+
+impl Stores {
+    /// Prepares storage for `spec`; `warehouse` is the Iceberg warehouse, which may need S3 too.
+    pub async fn new(spec: &StorageSpec, warehouse: &str) -> Result<Stores> {
+        let uses_s3 = [spec.bronze.as_str(), spec.dq_error.as_str(), warehouse]
+            .iter()
+            .any(|url| url.starts_with("s3://") || url.starts_with("s3a://"));
+        let aws = if uses_s3 {
+            Some(AwsChain::load(&spec.s3).await?)
+        } else {
+            None
+        };
+        Ok(Stores {
+            s3: spec.s3.clone(),
+            aws,
+        })
+    }
+
+    /// Opens the location named by `url` (`file:///...`, `memory://`, `s3://bucket/prefix`);
+    /// `setting` names the config key it came from, for error messages.
+    pub fn open(&self, url: &str, setting: &str) -> Result<Location> {
+        let parsed = Url::parse(url).map_err(|e| Error::Usage {
+            arg: setting.to_string(),
+            reason: format!("'{url}' is not a valid URL: {e}"),
+        })?;
+        let (store, root) = if parsed.scheme() == "s3" {
+            self.open_s3(&parsed, setting)?
+        } else {
+            let (store, root) = object_store::parse_url(&parsed)
+                .map_err(Error::storage("open", format!("{url} ({setting})")))?;
+            (Arc::from(store), root)
+        };
+        Ok(Location {
+            store,
+            root,
+            url: url.trim_end_matches('/').to_string(),
+            setting: setting.to_string(),
+        })
+    }
+
+    fn open_s3(&self, url: &Url, setting: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+        let aws = self.aws.as_ref().ok_or_else(|| {
+            Error::Internal("S3 location opened without the AWS chain".to_string())
+        })?;
+        let mut builder = AmazonS3Builder::new()
+            .with_url(url.as_str())
+            .with_region(&aws.region)
+            .with_virtual_hosted_style_request(!self.s3.path_style)
+            .with_credentials(aws.object_store_provider())
+            .with_retry(RetryConfig {
+                max_retries: 4,
+                retry_timeout: Duration::from_secs(60),
+                ..RetryConfig::default()
+            });
+        if let Some(endpoint) = &self.s3.endpoint {
+            builder = builder
+                .with_endpoint(endpoint)
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        let store = builder.build().map_err(|e| Error::Usage {
+            arg: setting.to_string(),
+            reason: format!("cannot use '{url}': {e}"),
+        })?;
+        let root = Path::parse(url.path()).map_err(|e| Error::Usage {
+            arg: setting.to_string(),
+            reason: format!("bad path in '{url}': {e}"),
+        })?;
+        Ok((Arc::new(store), root))
+    }
+
+    /// Iceberg FileIO properties: the same endpoint, region, addressing and identity.
+    pub async fn fileio_properties(&self) -> Result<Vec<(String, String)>> {
+        let Some(aws) = &self.aws else {
+            return Ok(Vec::new());
+        };
+        let credentials = aws.credentials().await?;
+        let mut props = vec![
+            ("s3.region".to_string(), aws.region.clone()),
+            (
+                "s3.path-style-access".to_string(),
+                self.s3.path_style.to_string(),
+            ),
+            (
+                "s3.access-key-id".to_string(),
+                credentials.access_key_id().to_string(),
+            ),
+            (
+                "s3.secret-access-key".to_string(),
+                credentials.secret_access_key().to_string(),
+            ),
+        ];
+        if let Some(token) = credentials.session_token() {
+            props.push(("s3.session-token".to_string(), token.to_string()));
+        }
+        if let Some(endpoint) = &self.s3.endpoint {
+            props.push(("s3.endpoint".to_string(), endpoint.clone()));
+        }
+        Ok(props)
+    }
+}
 
 /// An object store and the prefix under which one root lives.
 #[derive(Debug, Clone)]
@@ -18,6 +130,7 @@ pub struct Location {
     store: Arc<dyn ObjectStore>,
     root: Path,
     url: String,
+    setting: String,
 }
 
 /// An object found under a prefix.
@@ -30,25 +143,14 @@ pub struct ListedObject {
 }
 
 impl Location {
-    /// Opens the location named by `url` (`file:///...`, `memory://`, `s3://bucket/prefix`).
-    pub fn open(url: &str, setting: &str) -> Result<Location> {
-        let parsed = Url::parse(url).map_err(|e| Error::Usage {
-            arg: setting.to_string(),
-            reason: format!("'{url}' is not a valid URL: {e}"),
-        })?;
-        let (store, root) =
-            object_store::parse_url_opts(&parsed, std::iter::empty::<(String, String)>())
-                .map_err(|source| Error::storage("open", url)(source))?;
-        Ok(Location {
-            store: Arc::from(store),
-            root,
-            url: url.trim_end_matches('/').to_string(),
-        })
-    }
-
     /// The URL of `relative` under this root, for messages and summaries.
     pub fn url_of(&self, relative: &str) -> String {
         format!("{}/{}", self.url, relative)
+    }
+
+    /// The URL of `relative` and the setting it comes from, for error messages.
+    fn describe(&self, relative: &str) -> String {
+        format!("{} ({})", self.url_of(relative), self.setting)
     }
 
     fn path(&self, relative: &str) -> Path {
@@ -64,7 +166,7 @@ impl Location {
         self.store
             .put(&self.path(relative), PutPayload::from(bytes))
             .await
-            .map_err(Error::storage("put", self.url_of(relative)))?;
+            .map_err(Error::storage("put", self.describe(relative)))?;
         Ok(())
     }
 
@@ -81,7 +183,7 @@ impl Location {
         {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(source) => Err(Error::storage("put-if-absent", self.url_of(relative))(
+            Err(source) => Err(Error::storage("put-if-absent", self.describe(relative))(
                 source,
             )),
         }
@@ -94,9 +196,9 @@ impl Location {
                 .bytes()
                 .await
                 .map(Some)
-                .map_err(Error::storage("get", self.url_of(relative))),
+                .map_err(Error::storage("get", self.describe(relative))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(source) => Err(Error::storage("get", self.url_of(relative))(source)),
+            Err(source) => Err(Error::storage("get", self.describe(relative))(source)),
         }
     }
 
@@ -105,10 +207,10 @@ impl Location {
         self.store
             .get(&self.path(relative))
             .await
-            .map_err(Error::storage("get", self.url_of(relative)))?
+            .map_err(Error::storage("get", self.describe(relative)))?
             .bytes()
             .await
-            .map_err(Error::storage("get", self.url_of(relative)))
+            .map_err(Error::storage("get", self.describe(relative)))
     }
 
     /// Lists every object under `prefix`, sorted by path.
@@ -119,7 +221,7 @@ impl Location {
             .list(Some(&prefix_path))
             .try_collect()
             .await
-            .map_err(Error::storage("list", self.url_of(prefix)))?;
+            .map_err(Error::storage("list", self.describe(prefix)))?;
         let root = self.root.as_ref();
         let mut objects: Vec<ListedObject> = metas
             .into_iter()

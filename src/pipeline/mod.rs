@@ -29,7 +29,7 @@ use crate::config::Plan;
 use crate::config::rules::{Rule, Severity, rules_fingerprint};
 use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_or_create_silver, table_ident};
-use crate::infra::storage::Location;
+use crate::infra::storage::{Location, Stores};
 use claim::{Claim, Claimed, DropRef};
 use commit::Committed;
 use evaluate::RuleOutcome;
@@ -120,9 +120,10 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 }
 
 async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef) -> Result<Context<'a>> {
-    let bronze = Location::open(&plan.storage.bronze, "storage.bronze")?;
-    let dq_error = Location::open(&plan.storage.dq_error, "storage.dq_error")?;
-    let catalog = connect(&plan.catalog).await?;
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
+    let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
+    let catalog = connect(&plan.catalog, &stores).await?;
     let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
     Ok(Context {
         plan,

@@ -12,6 +12,7 @@ use futures::TryStreamExt;
 use iceberg::table::Table;
 use silverline::demo::Workspace;
 use silverline::infra::catalog::{connect, load_silver};
+use silverline::infra::storage::Stores;
 use silverline::pipeline::summary::Summary;
 
 /// A workspace in a temporary folder, removed when dropped.
@@ -23,15 +24,18 @@ pub struct TestWorkspace {
 }
 
 /// A fresh workspace with the default config.
-pub fn workspace() -> TestWorkspace {
+pub async fn workspace() -> TestWorkspace {
     let tmp = tempfile::tempdir().unwrap();
-    let ws = Workspace::create(&tmp.path().join("ws")).unwrap();
+    let ws = Workspace::create(&tmp.path().join("ws")).await.unwrap();
     TestWorkspace { tmp, ws }
 }
 
 /// The Silver table, loaded through the catalog.
 pub async fn silver_table(ws: &Workspace) -> Table {
-    let catalog = connect(&ws.plan.catalog).await.unwrap();
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
     load_silver(catalog.as_ref(), &ws.plan).await.unwrap()
 }
 
