@@ -160,6 +160,7 @@ impl Error {
             Error::BadDrop { .. } | Error::FailRule { .. } | Error::Unbalanced { .. } => {
                 ErrorClass::Data
             }
+            Error::Storage { source, .. } if is_refused(source) => ErrorClass::Config,
             Error::Storage { .. }
             | Error::Catalog { .. }
             | Error::Query { .. }
@@ -169,6 +170,11 @@ impl Error {
             | Error::Internal(_)
             | Error::Injected(_) => ErrorClass::Infra,
         }
+    }
+
+    /// Whether a rerun may succeed without anyone changing anything (exit code 3).
+    pub fn is_retryable(&self) -> bool {
+        self.class() == ErrorClass::Infra
     }
 
     /// Wraps a DataFusion error with the stage it happened in.
@@ -209,6 +215,14 @@ impl Error {
             source: Box::new(source),
         }
     }
+}
+
+/// Storage said no to our identity: a credentials mistake, not a passing fault.
+fn is_refused(source: &object_store::Error) -> bool {
+    matches!(
+        source,
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
+    )
 }
 
 /// Result with the crate's [`Error`].

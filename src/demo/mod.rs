@@ -31,6 +31,7 @@ pub struct Workspace {
     /// The plan loaded from the workspace's copy of the default config.
     pub plan: Plan,
     bronze: Location,
+    dq_error: Location,
 }
 
 impl Workspace {
@@ -59,10 +60,12 @@ impl Workspace {
         let plan = parse_plan(config, &config_path, overrides)?;
         let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
         let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
+        let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
         Ok(Workspace {
             dir: dir.to_path_buf(),
             plan,
             bronze,
+            dq_error,
         })
     }
 
@@ -93,6 +96,18 @@ impl Workspace {
         self.bronze
             .put(&format!("{contributor}/{drop_id}/{name}"), bytes)
             .await
+    }
+
+    /// Reads a file the runs wrote under dq_error, by its URL (as summaries name them).
+    pub async fn read_output(&self, url: &str) -> Result<Vec<u8>> {
+        let relative = self
+            .dq_error
+            .relative_path(url)
+            .ok_or_else(|| Error::Usage {
+                arg: url.to_string(),
+                reason: format!("not under storage.dq_error {}", self.plan.storage.dq_error),
+            })?;
+        Ok(self.dq_error.get(relative).await?.to_vec())
     }
 
     /// Runs one drop with `options`.

@@ -148,6 +148,11 @@ impl Location {
         format!("{}/{}", self.url, relative)
     }
 
+    /// The path of `url` relative to this root, if it lies under it.
+    pub fn relative_path<'a>(&self, url: &'a str) -> Option<&'a str> {
+        url.strip_prefix(&self.url)?.strip_prefix('/')
+    }
+
     /// The URL of `relative` and the setting it comes from, for error messages.
     fn describe(&self, relative: &str) -> String {
         format!("{} ({})", self.url_of(relative), self.setting)

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+pub mod suite;
+
 use std::collections::BTreeMap;
 
 use arrow::record_batch::RecordBatch;
@@ -21,6 +23,35 @@ pub struct TestWorkspace {
     pub tmp: tempfile::TempDir,
     /// The workspace.
     pub ws: Workspace,
+}
+
+/// A workspace on the local stack (S3 + Iceberg REST catalog started by
+/// `localstack/up.sh`), with its own prefixes and namespace.
+pub async fn stack_workspace() -> TestWorkspace {
+    let need = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!("{name} is not set: run the suite with `bash localstack/test.sh`, or `bash localstack/up.sh && source localstack/env.sh`")
+        })
+    };
+    let endpoint = need("SILVERLINE_S3_ENDPOINT");
+    let rest_uri = need("SILVERLINE_REST_URI");
+    let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+    let overrides = vec![
+        ("storage.endpoint".to_string(), endpoint),
+        ("storage.bronze".to_string(), format!("s3://bronze/{id}")),
+        (
+            "storage.dq_error".to_string(),
+            format!("s3://lake/{id}/dq_error"),
+        ),
+        ("catalog.uri".to_string(), rest_uri),
+        ("table.namespace".to_string(), format!("t_{id}")),
+    ];
+    let config = std::fs::read_to_string("config/localstack.toml").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = Workspace::create_with(&tmp.path().join("ws"), &config, &overrides)
+        .await
+        .unwrap();
+    TestWorkspace { tmp, ws }
 }
 
 /// A fresh workspace with the default config.
@@ -64,12 +95,16 @@ pub async fn snapshot_count(ws: &Workspace) -> usize {
 }
 
 /// The records of a dq_error CSV named in `summary.outputs[kind]`, as header -> value maps.
-pub fn dq_records(summary: &Summary, kind: &str) -> Vec<BTreeMap<String, String>> {
+pub async fn dq_records(
+    ws: &Workspace,
+    summary: &Summary,
+    kind: &str,
+) -> Vec<BTreeMap<String, String>> {
     let Some(url) = summary.outputs.get(kind) else {
         return Vec::new();
     };
-    let path = url.strip_prefix("file://").unwrap();
-    let mut reader = csv::Reader::from_path(path).unwrap();
+    let bytes = ws.read_output(url).await.unwrap();
+    let mut reader = csv::Reader::from_reader(bytes.as_slice());
     let headers = reader.headers().unwrap().clone();
     reader
         .records()

@@ -1,0 +1,329 @@
+//! The end-to-end suite, written once against a [`Workspace`] and run on every
+//! backend: the embedded default (`pipeline_*.rs`) and the local S3 + Iceberg
+//! REST stack (`stack_s3_rest.rs`).
+
+use chrono::NaiveDate;
+use silverline::config::rules::Severity;
+use silverline::demo::Workspace;
+use silverline::demo::generate::{Portfolio, mis_map_limits, months, to_csv};
+use silverline::demo::scenarios::{NEWCOMER, ScenarioResult, run_all};
+use silverline::pipeline::summary::RunStatus;
+use silverline::pipeline::{RunOptions, TestHooks};
+use silverline::{Error, ErrorClass};
+
+use super::{dq_records, error_rules, silver_batches, silver_count, silver_table, snapshot_count};
+
+fn month(y: i32, m: u32) -> NaiveDate {
+    NaiveDate::from_ymd_opt(y, m, 1).unwrap()
+}
+
+/// A bank of `accounts` with one committed month of history (2025-12).
+pub async fn bank_with_history(ws: &Workspace, accounts: usize) -> Portfolio {
+    let mut bank = Portfolio::new("BANK_T", accounts, false, 5);
+    let rows = bank.statements(month(2025, 12), true);
+    ws.put_drop("BANK_T", "2025-12", &rows).await.unwrap();
+    let outcome = ws
+        .run_drop("BANK_T", "2025-12", &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.counts.committed, accounts as u64);
+    bank
+}
+
+/// Every scenario quarantines exactly what the generator damaged, by the
+/// rule meant to catch it; the clean month and the newcomer quarantine nothing.
+pub async fn scenarios_are_caught_exactly(ws: &Workspace) {
+    let results = run_all(ws).await.unwrap();
+    let mut total_committed = 0;
+    for r in &results {
+        let counts = &r.summary.counts;
+        assert_eq!(
+            r.summary.status,
+            RunStatus::Committed,
+            "{}",
+            r.scenario.name
+        );
+        assert_eq!(
+            counts.received,
+            r.scenario.rows.len() as u64,
+            "{}",
+            r.scenario.name
+        );
+        assert_eq!(
+            counts.quarantined, r.scenario.expected_quarantined,
+            "{}",
+            r.scenario.name
+        );
+        assert_eq!(
+            counts.received,
+            counts.committed + counts.quarantined + counts.dropped
+        );
+        if let Some(rule) = r.scenario.expected_rule {
+            assert_eq!(
+                r.failed(rule),
+                r.scenario.expected_quarantined,
+                "{}: {rule}",
+                r.scenario.name
+            );
+            for record in dq_records(ws, &r.summary, "quarantine").await {
+                assert!(
+                    error_rules(&record).contains(&rule.to_string()),
+                    "{record:?}"
+                );
+            }
+        }
+        total_committed += counts.committed;
+    }
+    assert_eq!(silver_count(ws).await as u64, total_committed);
+    clean_month_has_full_baseline(&results);
+    newcomer_trend_checks_are_skipped(&results);
+}
+
+fn clean_month_has_full_baseline(results: &[ScenarioResult]) {
+    let clean = results
+        .iter()
+        .find(|r| r.scenario.name == "clean month")
+        .unwrap();
+    assert_eq!(clean.summary.counts.quarantined, 0);
+    assert_eq!(
+        clean.summary.counts.committed,
+        clean.scenario.rows.len() as u64
+    );
+    assert_eq!(clean.summary.baseline.rows_without_baseline, 0);
+    assert_eq!(clean.summary.baseline.trend_checks_skipped, 0);
+}
+
+fn newcomer_trend_checks_are_skipped(results: &[ScenarioResult]) {
+    let newcomer = results
+        .iter()
+        .find(|r| r.scenario.contributor == NEWCOMER)
+        .unwrap();
+    let rows = newcomer.scenario.rows.len() as u64;
+    let trend_rules = newcomer.summary.rules.iter().filter(|r| r.trend).count() as u64;
+    assert!(trend_rules >= 2);
+    assert_eq!(newcomer.summary.counts.quarantined, 0);
+    assert_eq!(newcomer.summary.baseline.rows_without_baseline, rows);
+    assert_eq!(
+        newcomer.summary.baseline.trend_checks_skipped,
+        rows * trend_rules
+    );
+    for rule in newcomer.summary.rules.iter().filter(|r| r.trend) {
+        assert_eq!(
+            (rule.failed, rule.skipped_no_baseline),
+            (0, rows),
+            "{}",
+            rule.rule
+        );
+    }
+}
+
+/// Silver's schema, in the catalog and in the data, is exactly the contract.
+pub async fn silver_schema_is_the_contract(ws: &Workspace) {
+    bank_with_history(ws, 20).await;
+    let table = silver_table(ws).await;
+    let iceberg_names: Vec<String> = table
+        .metadata()
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| f.name.clone())
+        .collect();
+    let contract: Vec<String> = ws
+        .plan
+        .contract
+        .column_names()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(iceberg_names, contract);
+    let batches = silver_batches(ws).await;
+    let scanned: Vec<String> = batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(scanned, contract);
+    assert!(
+        scanned
+            .iter()
+            .all(|n| !n.starts_with("prev_") && !n.starts_with('_'))
+    );
+}
+
+/// January is compared with December in Silver, February with January and
+/// March with February in the same drop: only February's changed rows fail.
+pub async fn backfill_baselines_each_month_on_the_previous(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 40).await;
+    let [jan, feb, mar] = months(month(2026, 1), 3)[..] else {
+        panic!()
+    };
+    let mut rows = bank.statements(jan, false);
+    bank.change_limits_silently(5);
+    rows.extend(bank.statements(feb, false));
+    rows.extend(bank.statements(mar, false));
+    ws.put_drop("BANK_T", "backfill-2026-01-2026-03", &rows)
+        .await
+        .unwrap();
+    let outcome = ws
+        .run_drop("BANK_T", "backfill-2026-01-2026-03", &RunOptions::default())
+        .await
+        .unwrap();
+    let summary = outcome.summary;
+    assert_eq!(summary.counts.quarantined, 5);
+    assert_eq!(summary.baseline.rows_without_baseline, 0);
+    let quarantined = dq_records(ws, &summary, "quarantine").await;
+    assert_eq!(quarantined.len(), 5);
+    for record in &quarantined {
+        assert_eq!(record["statement_date"], "2026-02-28");
+        assert_eq!(error_rules(record), vec!["limit_stable"]);
+    }
+    assert_eq!(silver_count(ws).await, 40 + 120 - 5);
+}
+
+/// A rerun of a committed drop adds no row and no snapshot.
+pub async fn rerun_adds_nothing(ws: &Workspace) {
+    bank_with_history(ws, 30).await;
+    let rows_before = silver_count(ws).await;
+    let snapshots_before = snapshot_count(ws).await;
+    let outcome = ws
+        .run_drop("BANK_T", "2025-12", &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.status, RunStatus::AlreadyCommitted);
+    assert_eq!(silver_count(ws).await, rows_before);
+    assert_eq!(snapshot_count(ws).await, snapshots_before);
+}
+
+/// A broken count fails the run with nothing committed; honest books then commit.
+pub async fn broken_balance_commits_nothing(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 25).await;
+    let rows = bank.statements(month(2026, 1), false);
+    ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
+    let snapshots_before = snapshot_count(ws).await;
+    let options = RunOptions {
+        hooks: TestHooks {
+            miscount_silver_rows: -1,
+        },
+        ..RunOptions::default()
+    };
+    let err = ws
+        .run_drop("BANK_T", "2026-01", &options)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unbalanced {
+                received: 25,
+                accounted: 24,
+                gap: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.class(), ErrorClass::Data);
+    assert_eq!(snapshot_count(ws).await, snapshots_before);
+    assert_eq!(silver_count(ws).await, 25);
+    let outcome = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.counts.committed, 25);
+}
+
+/// A `fail` rule that fires stops the run with nothing committed.
+pub async fn fail_rule_commits_nothing(ws: &mut Workspace) {
+    let mut bank = bank_with_history(ws, 10).await;
+    for rule in ws
+        .plan
+        .rules
+        .iter_mut()
+        .filter(|r| r.name == "limit_stable")
+    {
+        rule.severity = Severity::Fail;
+    }
+    let mut rows = bank.statements(month(2026, 1), false);
+    let damaged = mis_map_limits(&mut rows);
+    ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
+    let err = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::FailRule { rule, rows } if rule == "limit_stable" && *rows == damaged as u64),
+        "{err}"
+    );
+    assert_eq!(snapshot_count(ws).await, 1);
+    assert_eq!(silver_count(ws).await, 10);
+}
+
+/// A dry run reports what it would commit and commits nothing.
+pub async fn dry_run_commits_nothing(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 15).await;
+    let rows = bank.statements(month(2026, 1), false);
+    ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
+    let dry = RunOptions {
+        dry_run: true,
+        ..RunOptions::default()
+    };
+    let outcome = ws.run_drop("BANK_T", "2026-01", &dry).await.unwrap();
+    assert_eq!(outcome.summary.status, RunStatus::DryRun);
+    assert_eq!(outcome.summary.counts.committed, 15);
+    assert_eq!(snapshot_count(ws).await, 1);
+    let real = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(real.summary.status, RunStatus::Committed);
+    assert_eq!(silver_count(ws).await, 30);
+}
+
+/// Malformed records are quarantined by `parse` with file, line and raw text.
+pub async fn malformed_records_are_quarantined(ws: &Workspace) {
+    let mut bank = Portfolio::new("BANK_T", 3, false, 9);
+    let mut text = to_csv(&bank.statements(month(2026, 1), false));
+    text.push_str(
+        "BANK_T,X1,2026-01-31,A,H1,123456789012,,,CARD,ACTIVE,abc,100.00,0.00,5.00,1.00,0.00,0\n",
+    );
+    text.push_str("BANK_T,X2,2026-01-31,A\n");
+    text.push_str("BANK_T,X3,2026-13-31,A,H1,123456789012,,,CARD,ACTIVE,100.00,100.00,0.00,5.00,1.00,0.00,0\n");
+    ws.put_file("BANK_T", "2026-01", "part-1.csv", text.into_bytes())
+        .await
+        .unwrap();
+    let summary = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(summary.counts.received, 6);
+    assert_eq!(summary.counts.committed, 3);
+    assert_eq!(summary.counts.quarantined, 3);
+    let records = dq_records(ws, &summary, "quarantine").await;
+    let got: Vec<(&str, &str, Vec<String>)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["_source_file"].as_str(),
+                r["_source_line"].as_str(),
+                error_rules(r),
+            )
+        })
+        .collect();
+    let parse = vec!["parse".to_string()];
+    assert_eq!(
+        got,
+        vec![
+            ("part-1.csv", "5", parse.clone()),
+            ("part-1.csv", "6", parse.clone()),
+            ("part-1.csv", "7", parse)
+        ]
+    );
+    assert_eq!(records[1]["_raw_record"], "BANK_T,X2,2026-01-31,A");
+    assert!(
+        records[0]["_dq_errors"].contains("credit_limit"),
+        "{}",
+        records[0]["_dq_errors"]
+    );
+}

@@ -1,0 +1,346 @@
+//! The same end-to-end suite on the local stack (S3 + Iceberg REST catalog,
+//! real servers started by `localstack/up.sh`), plus what only a real stack
+//! can show: another engine reading our table, concurrent contributors
+//! committing to one table, commit-retry exhaustion, and clear errors for
+//! wrong credentials, an unreachable endpoint and a missing bucket.
+//!
+//! These tests are `#[ignore]`d so that a plain `cargo test` needs no
+//! services; `bash localstack/test.sh` starts the stack and runs them with
+//! `--include-ignored`. Without the stack they fail and say how to start it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use assert_cmd::Command;
+use chrono::NaiveDate;
+use common::{silver_count, silver_table, stack_workspace, suite};
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use silverline::demo::generate::Portfolio;
+use silverline::infra::catalog::connect;
+use silverline::infra::storage::Stores;
+use silverline::pipeline::RunOptions;
+use silverline::pipeline::commit::RUN_KEY_PROPERTY;
+use silverline::pipeline::summary::RunStatus;
+
+fn month(y: i32, m: u32) -> NaiveDate {
+    NaiveDate::from_ymd_opt(y, m, 1).unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_every_scenario_is_caught_exactly() {
+    suite::scenarios_are_caught_exactly(&stack_workspace().await.ws).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_silver_schema_is_exactly_the_contract() {
+    suite::silver_schema_is_the_contract(&stack_workspace().await.ws).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_a_backfill_baselines_each_month_on_the_one_before() {
+    suite::backfill_baselines_each_month_on_the_previous(&stack_workspace().await.ws).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_a_rerun_adds_no_row_and_no_snapshot() {
+    suite::rerun_adds_nothing(&stack_workspace().await.ws).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_a_broken_balance_commits_nothing() {
+    suite::broken_balance_commits_nothing(&stack_workspace().await.ws).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_malformed_records_are_quarantined() {
+    suite::malformed_records_are_quarantined(&stack_workspace().await.ws).await;
+}
+
+/// pyiceberg opens our table through the REST catalog and sees the contract,
+/// the row count and the values we wrote.
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_pyiceberg_reads_what_we_wrote() {
+    let tw = stack_workspace().await;
+    let ws = &tw.ws;
+    let mut bank = suite::bank_with_history(ws, 30).await;
+    let rows = bank.statements(month(2026, 1), false);
+    ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
+    ws.run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap();
+    let python = std::env::var("SILVERLINE_PYTHON").expect(
+        "SILVERLINE_PYTHON (a python with pyiceberg) is not set: run bash localstack/test.sh",
+    );
+    let script = r#"
+import json, os, sys
+from pyiceberg.catalog import load_catalog
+e = os.environ
+catalog = load_catalog("t", type="rest", uri=e["SILVERLINE_REST_URI"], warehouse=e["SILVERLINE_WAREHOUSE"],
+    credential=e["SILVERLINE_REST_CREDENTIAL"], **{"s3.endpoint": e["SILVERLINE_S3_ENDPOINT"],
+    "s3.access-key-id": e["AWS_ACCESS_KEY_ID"], "s3.secret-access-key": e["AWS_SECRET_ACCESS_KEY"],
+    "s3.region": "us-east-1", "s3.path-style-access": "true"})
+table = catalog.load_table((sys.argv[1], sys.argv[2]))
+data = table.scan(row_filter="account_id == 'BANK_T-000007' and statement_date == '2026-01-31'").to_arrow()
+print(json.dumps({
+    "count": table.scan().to_arrow().num_rows,
+    "fields": [f.name for f in table.schema().fields],
+    "sample": [str(v) for v in data.column("credit_limit").to_pylist()],
+}))
+"#;
+    let output = std::process::Command::new(python)
+        .args(["-c", script, &ws.plan.table.namespace, &ws.plan.table.name])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(seen["count"], 60);
+    let contract: Vec<&str> = ws.plan.contract.column_names().collect();
+    assert_eq!(seen["fields"], serde_json::json!(contract));
+    let expected = rows
+        .iter()
+        .find(|r| r.account == "BANK_T-000007")
+        .unwrap()
+        .credit_limit();
+    assert_eq!(
+        seen["sample"],
+        serde_json::json!([format!("{}.{:02}", expected / 100, expected % 100)])
+    );
+}
+
+/// Several contributors commit to one table at once: every run commits, every
+/// row is there exactly once, each snapshot carries its own run key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_concurrent_contributors_all_commit_exactly_once() {
+    let tw = stack_workspace().await;
+    let ws = &tw.ws;
+    let contributors = ["BANK_P1", "BANK_P2", "BNPL_P3", "BANK_P4"];
+    for (i, contributor) in contributors.iter().enumerate() {
+        let rows = Portfolio::new(
+            contributor,
+            25 + i,
+            contributor.starts_with("BNPL"),
+            i as u64,
+        )
+        .statements(month(2026, 1), false);
+        ws.put_drop(contributor, "2026-01", &rows).await.unwrap();
+    }
+    let options = RunOptions::default();
+    let runs = contributors
+        .iter()
+        .map(|c| ws.run_drop(c, "2026-01", &options));
+    let outcomes = futures::future::join_all(runs).await;
+    let mut run_keys = BTreeSet::new();
+    for outcome in outcomes {
+        let summary = outcome.unwrap().summary;
+        assert_eq!(summary.status, RunStatus::Committed);
+        run_keys.insert(summary.run_key.unwrap());
+    }
+    assert_eq!(silver_count(ws).await, 25 + 26 + 27 + 28);
+    let table = silver_table(ws).await;
+    let committed_keys: BTreeSet<String> = table
+        .metadata()
+        .snapshots()
+        .filter_map(|s| {
+            s.summary()
+                .additional_properties
+                .get(RUN_KEY_PROPERTY)
+                .cloned()
+        })
+        .collect();
+    assert_eq!(committed_keys, run_keys);
+    let batches = common::silver_batches(ws).await;
+    let mut keys = BTreeSet::new();
+    for batch in &batches {
+        let accounts = batch.column_by_name("account_id").unwrap();
+        let accounts = accounts
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        for account in accounts.iter() {
+            assert!(keys.insert(account.unwrap().to_string()), "duplicate row");
+        }
+    }
+}
+
+/// With commit retries set to zero, concurrent contributors make some commits
+/// meet a conflict: such a run is an infrastructure error (exit 3) with none
+/// of its rows in Silver, and its rerun commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_commit_conflicts_past_the_retries_exit_3_and_the_rerun_commits() {
+    let tw = stack_workspace().await;
+    let ws = &tw.ws;
+    suite::bank_with_history(ws, 3).await;
+    let table = silver_table(ws).await;
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
+    let tx = Transaction::new(&table);
+    let no_retries = tx
+        .update_table_properties()
+        .set("commit.retry.num-retries".to_string(), "0".to_string());
+    no_retries
+        .apply(tx)
+        .unwrap()
+        .commit(catalog.as_ref())
+        .await
+        .unwrap();
+
+    let options = RunOptions::default();
+    for round in 0..5 {
+        let contributors: Vec<String> = (0..6).map(|i| format!("BANK_R{round}{i}")).collect();
+        for contributor in &contributors {
+            let rows =
+                Portfolio::new(contributor, 4, false, round).statements(month(2026, 1), false);
+            ws.put_drop(contributor, "2026-01", &rows).await.unwrap();
+        }
+        let runs = contributors
+            .iter()
+            .map(|c| ws.run_drop(c, "2026-01", &options));
+        let outcomes = futures::future::join_all(runs).await;
+        let losers: Vec<(&String, silverline::Error)> = contributors
+            .iter()
+            .zip(outcomes)
+            .filter_map(|(c, outcome)| outcome.err().map(|e| (c, e)))
+            .collect();
+        let Some((loser, err)) = losers.into_iter().next() else {
+            continue;
+        };
+        assert_eq!(err.class().exit_code(), 3, "{err}");
+        assert!(err.to_string().contains("commit"), "{err}");
+        let before = silver_count(ws).await;
+        let rerun = ws.run_drop(loser, "2026-01", &options).await;
+        let rerun = rerun.unwrap_or_else(|e| panic!("rerun of {loser} failed: {e}"));
+        assert_eq!(rerun.summary.status, RunStatus::Committed);
+        assert_eq!(silver_count(ws).await, before + 4);
+        return;
+    }
+    panic!("five rounds of six concurrent commits with no retries met no conflict");
+}
+
+/// Runs the binary against the stack with extra environment, returning (exit code, output).
+fn run_binary(
+    ws: &silverline::demo::Workspace,
+    env: &[(&str, &str)],
+    contributor: &str,
+    drop_id: &str,
+) -> (i32, String) {
+    let config = ws.dir.join("config/credit_statements.toml");
+    let plan = &ws.plan;
+    let mut command = Command::cargo_bin("silverline").unwrap();
+    command
+        .args([
+            "--log-format",
+            "text",
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .args(["--contributor", contributor, "--drop", drop_id])
+        .env("SILVERLINE__STORAGE__BRONZE", &plan.storage.bronze)
+        .env("SILVERLINE__STORAGE__DQ_ERROR", &plan.storage.dq_error)
+        .env("SILVERLINE__TABLE__NAMESPACE", &plan.table.namespace)
+        .env(
+            "SILVERLINE__STORAGE__ENDPOINT",
+            plan.storage.s3.endpoint.clone().unwrap_or_default(),
+        )
+        .envs(env.iter().copied());
+    let output = command.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+async fn stack_with_a_drop() -> common::TestWorkspace {
+    let tw = stack_workspace().await;
+    let rows = Portfolio::new("BANK_E", 5, false, 1).statements(month(2026, 1), false);
+    tw.ws.put_drop("BANK_E", "2026-01", &rows).await.unwrap();
+    tw
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_the_binary_commits_on_s3_and_rest() {
+    let tw = stack_with_a_drop().await;
+    let (code, text) = run_binary(&tw.ws, &[], "BANK_E", "2026-01");
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("committed 5 rows"), "{text}");
+    assert_eq!(silver_count(&tw.ws).await, 5);
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_wrong_credentials_name_the_setting_and_commit_nothing() {
+    let tw = stack_with_a_drop().await;
+    let (code, text) = run_binary(
+        &tw.ws,
+        &[("AWS_SECRET_ACCESS_KEY", "not-the-secret")],
+        "BANK_E",
+        "2026-01",
+    );
+    assert!(code == 2 || code == 3, "{code}: {text}");
+    assert!(
+        text.contains("storage.") || text.contains("catalog"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("not-the-secret"),
+        "the secret leaked: {text}"
+    );
+    assert_eq!(silver_count(&tw.ws).await, 0);
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_an_unreachable_endpoint_exits_3_naming_the_setting() {
+    let tw = stack_with_a_drop().await;
+    let (code, text) = run_binary(
+        &tw.ws,
+        &[("SILVERLINE__STORAGE__ENDPOINT", "http://127.0.0.1:9")],
+        "BANK_E",
+        "2026-01",
+    );
+    assert_eq!(code, 3, "{text}");
+    assert!(text.contains("127.0.0.1:9"), "{text}");
+    assert_eq!(silver_count(&tw.ws).await, 0);
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_a_missing_bucket_names_the_setting() {
+    let tw = stack_with_a_drop().await;
+    let (code, text) = run_binary(
+        &tw.ws,
+        &[(
+            "SILVERLINE__STORAGE__BRONZE",
+            "s3://no-such-bucket-xyz/drops",
+        )],
+        "BANK_E",
+        "2026-01",
+    );
+    assert!(code == 1 || code == 2 || code == 3, "{code}: {text}");
+    assert!(
+        text.contains("storage.bronze") && text.contains("no-such-bucket-xyz"),
+        "{text}"
+    );
+    assert_eq!(silver_count(&tw.ws).await, 0);
+}
