@@ -74,7 +74,7 @@ pub enum Error {
     /// The books do not balance: nothing committed.
     #[error(
         "balance broken: received {received} but accounted {accounted} \
-         (silver {silver} + quarantined {quarantined} + dropped {dropped}); gap {gap}: nothing committed"
+         (silver {silver} + quarantined {quarantined} + dropped {dropped} + pending {pending}); gap {gap}: nothing committed"
     )]
     Unbalanced {
         /// Records received.
@@ -87,6 +87,8 @@ pub enum Error {
         quarantined: u64,
         /// Rows counted in the dropped files.
         dropped: u64,
+        /// Rows counted in the pending files.
+        pending: u64,
         /// received - accounted.
         gap: i64,
     },

@@ -8,6 +8,10 @@ pub const PREV_PREFIX: &str = "prev_";
 pub const KEY_OCCURRENCES: &str = "_key_occurrences";
 /// The contributor whose drop is being run (the same on every row).
 pub const DROP_CONTRIBUTOR: &str = "_drop_contributor";
+/// Prefix of the reference-match columns (`_ref_<name>`: the row found its key in reference `<name>`).
+pub const REF_PREFIX: &str = "_ref_";
+/// The period (first day of the order column's month) a row belongs to.
+pub const PERIOD: &str = "_period";
 /// True when the row found a previous state of its entity within the lookback.
 pub const HAS_BASELINE: &str = "_has_baseline";
 /// True for rows of the drop, false for Silver history rows in the baseline union.

@@ -74,11 +74,11 @@ fn a_bad_rule_exits_2_naming_the_file_and_the_rule() {
     let text = output(&assert);
     assert!(text.contains("credit_statements.toml"), "{text}");
     assert!(
-        text.contains("rules 'mia_range'") && text.contains("months_in_arrear"),
+        text.contains("rule 'mia_range'") && text.contains("months_in_arrear"),
         "{text}"
     );
     assert!(
-        text.contains("rules 'temp_limit_zero'") && text.contains("sometimes"),
+        text.contains("rule 'temp_limit_zero'") && text.contains("sometimes"),
         "{text}"
     );
 }

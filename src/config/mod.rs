@@ -8,6 +8,7 @@ pub mod contract;
 pub mod plan;
 pub mod raw;
 pub mod rules;
+pub mod sources;
 
 use std::path::Path;
 

@@ -7,7 +7,12 @@ use std::path::{Path, PathBuf};
 
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::raw::{CatalogConfig, ContributorsConfig, SilverlineConfig};
-use crate::config::rules::{Rule, RuleChecker, Severity};
+use datafusion::logical_expr::utils::find_aggregate_exprs;
+
+use crate::config::rules::{
+    Escalation, ExprChecker, Reads, Rule, Scope, Severity, aggregate_fields, row_fields,
+};
+use crate::config::sources::{RuleDraft, read_rule_file};
 
 /// A partition transform of the Silver table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,14 +114,14 @@ pub struct S3Settings {
 /// How contributor ids map to types.
 #[derive(Debug, Clone)]
 pub struct ContributorTypes {
-    default_type: String,
+    default_type: Option<String>,
     prefixes: Vec<(String, String)>,
     assign: Vec<(String, String)>,
 }
 
 impl ContributorTypes {
     /// The type of `contributor`: an explicit assignment, else the first prefix that matches, else the default.
-    pub fn type_of(&self, contributor: &str) -> &str {
+    pub fn type_of(&self, contributor: &str) -> Option<&str> {
         let assigned = self.assign.iter().find(|(id, _)| id == contributor);
         let by_prefix = || {
             self.prefixes
@@ -126,12 +131,12 @@ impl ContributorTypes {
         assigned
             .or_else(by_prefix)
             .map(|(_, ty)| ty.as_str())
-            .unwrap_or(&self.default_type)
+            .or(self.default_type.as_deref())
     }
 
     fn known_types(&self) -> BTreeSet<&str> {
         let mut types: BTreeSet<&str> = self.prefixes.iter().map(|(_, t)| t.as_str()).collect();
-        types.insert(&self.default_type);
+        types.extend(self.default_type.as_deref());
         types
     }
 }
@@ -155,6 +160,45 @@ pub struct Plan {
     pub contributors: ContributorTypes,
     /// Every rule, for every contributor type.
     pub rules: Vec<Rule>,
+    /// Metrics aggregate rules compare across periods.
+    pub metrics: Vec<Metric>,
+    /// How many previous periods `avg_<metric>` averages.
+    pub average_periods: u32,
+    /// Reference tables.
+    pub references: Vec<Reference>,
+}
+
+/// A named aggregate over one contributor's period.
+#[derive(Debug, Clone)]
+pub struct Metric {
+    /// Name.
+    pub name: String,
+    /// SQL aggregate.
+    pub expression: String,
+    /// Contract columns it reads.
+    pub columns: BTreeSet<String>,
+}
+
+/// File format of a reference table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceFormat {
+    /// CSV with a header.
+    Csv,
+    /// Parquet.
+    Parquet,
+}
+
+/// A reference table joined to rows (LEFT join) by reference rules.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// Name (`_ref_<name>`).
+    pub name: String,
+    /// Folder URL of its files.
+    pub location: String,
+    /// Their format.
+    pub format: ReferenceFormat,
+    /// Row column -> reference column.
+    pub keys: Vec<(String, String)>,
 }
 
 impl Plan {
@@ -165,7 +209,35 @@ impl Plan {
         let contract = check_contract(&raw, &mut problems);
         let table = check_table(&raw, &contract, &mut problems);
         let contributors = check_contributors(&raw.contributors, &mut problems);
-        let rules = check_rules(&raw, &contract, &contributors, &mut problems);
+        let references = check_references(&raw, &contract, base, &mut problems);
+        let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
+        let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
+        let (metrics, rules) = match row_checker {
+            Ok(rows) => {
+                let metrics = check_metrics(&raw, &rows, &mut problems);
+                let metric_names: Vec<String> = metrics.iter().map(|m| m.name.clone()).collect();
+                match ExprChecker::new(aggregate_fields(&metric_names)) {
+                    Ok(aggregates) => {
+                        let context = RuleContext {
+                            contract: &contract,
+                            known_types: contributors.known_types(),
+                            rows,
+                            aggregates,
+                        };
+                        let rules = check_rules(&raw, base, source, &context, &mut problems);
+                        (metrics, rules)
+                    }
+                    Err(e) => {
+                        problems.push(format!("metrics: {e}"));
+                        (metrics, Vec::new())
+                    }
+                }
+            }
+            Err(e) => {
+                problems.push(format!("dataset: cannot build the rule schema: {e}"));
+                (Vec::new(), Vec::new())
+            }
+        };
         let plan = Plan {
             source: source.to_path_buf(),
             contract,
@@ -183,6 +255,9 @@ impl Plan {
             catalog: catalog_spec(&raw.catalog, base),
             contributors,
             rules,
+            metrics,
+            average_periods: raw.aggregates.average_periods,
+            references,
         };
         if problems.is_empty() {
             Ok(plan)
@@ -192,14 +267,21 @@ impl Plan {
     }
 
     /// The contributor's type and the rules that apply to it, in file order.
-    pub fn rules_for(&self, contributor: &str) -> (&str, Vec<&Rule>) {
-        let contributor_type = self.contributors.type_of(contributor);
+    pub fn rules_for(&self, contributor: &str) -> Result<(&str, Vec<&Rule>), crate::error::Error> {
+        let contributor_type = self.contributors.type_of(contributor).ok_or_else(|| crate::error::Error::Usage {
+            arg: "--contributor".to_string(),
+            reason: format!(
+                "contributor '{contributor}' has no type: list it under contributors.assign or a contributors.types prefix, \
+                 or set contributors.default_type in {}",
+                self.source.display()
+            ),
+        })?;
         let rules = self
             .rules
             .iter()
             .filter(|r| r.applies_to(contributor_type))
             .collect();
-        (contributor_type, rules)
+        Ok((contributor_type, rules))
     }
 }
 
@@ -341,61 +423,271 @@ fn check_contributors(raw: &ContributorsConfig, problems: &mut Vec<String>) -> C
 
 fn check_rules(
     raw: &SilverlineConfig,
-    contract: &Contract,
-    contributors: &ContributorTypes,
+    base: &Path,
+    source: &Path,
+    context: &RuleContext,
     problems: &mut Vec<String>,
 ) -> Vec<Rule> {
-    let checker = match RuleChecker::new(contract) {
-        Ok(checker) => checker,
-        Err(e) => {
-            problems.push(format!("dataset: cannot build the rule schema: {e}"));
-            return Vec::new();
-        }
-    };
-    let known_types = contributors.known_types();
-    let mut rules: Vec<Rule> = not_null_rule(contract).into_iter().collect();
-    for rule in &raw.rules {
-        let at = format!("rules '{}'", rule.name);
-        let severity = Severity::parse(&rule.severity);
-        if severity.is_none() {
-            problems.push(format!(
-                "{at}: unknown severity '{}' (expected warn, drop, quarantine or fail)",
-                rule.severity
-            ));
-        }
-        for ty in &rule.contributor_types {
-            if ty != "*" && !known_types.contains(ty.as_str()) {
-                problems.push(format!("{at}: unknown contributor type '{ty}'"));
-            }
-        }
-        let prev_columns = checker
-            .check(&rule.expression)
-            .map_err(|e| problems.push(format!("{at}: expression `{}`: {e}", rule.expression)))
-            .unwrap_or_default();
-        let Some(severity) = severity else { continue };
-        let candidate = Rule {
-            name: rule.name.clone(),
-            expression: rule.expression.clone(),
-            severity,
-            contributor_types: rule.contributor_types.clone(),
-            message: rule
-                .description
-                .clone()
-                .unwrap_or_else(|| rule.expression.clone()),
-            prev_columns,
+    let mut rules: Vec<Rule> = not_null_rule(context.contract).into_iter().collect();
+    for draft in rule_drafts(raw, base, source, problems) {
+        let Some(candidate) = check_rule(&draft, context, problems) else {
+            continue;
         };
         if rules
             .iter()
             .any(|r| r.name == candidate.name && r.overlaps(&candidate))
         {
             problems.push(format!(
-                "{at}: defined twice for overlapping contributor types {:?}",
-                candidate.contributor_types
+                "{}: rule '{}': defined twice for overlapping contributor types {:?}",
+                draft.origin, candidate.name, candidate.contributor_types
             ));
         }
-        rules.push(candidate);
+        if draft.config.enabled {
+            rules.push(candidate);
+        }
     }
     rules
+}
+
+/// What rules are checked against.
+struct RuleContext<'a> {
+    contract: &'a Contract,
+    known_types: BTreeSet<&'a str>,
+    rows: ExprChecker,
+    aggregates: ExprChecker,
+}
+
+/// The TOML file's own rules, then each rule file's, in order.
+fn rule_drafts(
+    raw: &SilverlineConfig,
+    base: &Path,
+    source: &Path,
+    problems: &mut Vec<String>,
+) -> Vec<RuleDraft> {
+    let mut drafts: Vec<RuleDraft> = raw
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, rule)| RuleDraft {
+            config: rule.clone(),
+            origin: format!("{} [[rules]] #{}", source.display(), i + 1),
+        })
+        .collect();
+    for file in &raw.rule_files {
+        match read_rule_file(&base.join(&file.path), &file.contributor_types) {
+            Ok(more) => drafts.extend(more),
+            Err(problem) => problems.push(format!("rule_files: {problem}")),
+        }
+    }
+    drafts
+}
+
+/// Validates one rule; records every problem and returns it if it can run.
+fn check_rule(
+    draft: &RuleDraft,
+    context: &RuleContext,
+    problems: &mut Vec<String>,
+) -> Option<Rule> {
+    let rule = &draft.config;
+    let at = format!("{}: rule '{}'", draft.origin, rule.name);
+    let before = problems.len();
+    let scope = Scope::parse(&rule.scope);
+    if scope.is_none() {
+        problems.push(format!(
+            "{at}: unknown scope '{}' (expected row, aggregate or reference)",
+            rule.scope
+        ));
+    }
+    let severity = Severity::parse(&rule.severity);
+    match severity {
+        None => problems.push(format!(
+            "{at}: unknown severity '{}' (expected warn, drop, quarantine, fail or pending)",
+            rule.severity
+        )),
+        Some(Severity::Pending) if scope != Some(Scope::Reference) => problems.push(format!(
+            "{at}: severity 'pending' is for reference rules only"
+        )),
+        Some(_) => {}
+    }
+    for ty in &rule.contributor_types {
+        if ty != "*" && !context.known_types.contains(ty.as_str()) {
+            problems.push(format!("{at}: unknown contributor type '{ty}'"));
+        }
+    }
+    let checker = if scope == Some(Scope::Aggregate) {
+        &context.aggregates
+    } else {
+        &context.rows
+    };
+    let reads = checker
+        .check_boolean(&rule.expression)
+        .map_err(|e| problems.push(format!("{at}: expression `{}`: {e}", rule.expression)))
+        .unwrap_or_default();
+    check_scope_reads(scope, &reads, &at, problems);
+    check_filter(rule.filter.as_deref(), scope, context, &at, problems);
+    let escalation = check_escalation(
+        rule.escalate_above,
+        rule.escalate_to.as_deref(),
+        &at,
+        problems,
+    );
+    if problems.len() > before {
+        return None;
+    }
+    Some(Rule {
+        name: rule.name.clone(),
+        expression: rule.expression.clone(),
+        scope: scope?,
+        severity: severity?,
+        contributor_types: rule.contributor_types.clone(),
+        message: rule
+            .description
+            .clone()
+            .unwrap_or_else(|| rule.expression.clone()),
+        filter: rule.filter.clone(),
+        escalation,
+        origin: draft.origin.clone(),
+        prev_columns: reads.prev,
+        references: reads.references,
+    })
+}
+
+fn check_scope_reads(scope: Option<Scope>, reads: &Reads, at: &str, problems: &mut Vec<String>) {
+    match scope {
+        Some(Scope::Row) if !reads.references.is_empty() => problems.push(format!(
+            "{at}: reads a reference (_ref_*): give it scope 'reference'"
+        )),
+        Some(Scope::Reference) if reads.references.is_empty() => problems.push(format!(
+            "{at}: scope 'reference' but reads no _ref_<name> column"
+        )),
+        _ => {}
+    }
+}
+
+fn check_filter(
+    filter: Option<&str>,
+    scope: Option<Scope>,
+    context: &RuleContext,
+    at: &str,
+    problems: &mut Vec<String>,
+) {
+    let Some(filter) = filter else { return };
+    if scope == Some(Scope::Aggregate) {
+        problems.push(format!("{at}: aggregate rules take no filter"));
+        return;
+    }
+    if let Err(e) = context.rows.check_boolean(filter) {
+        problems.push(format!("{at}: filter `{filter}`: {e}"));
+    }
+}
+
+fn check_escalation(
+    above: Option<f64>,
+    to: Option<&str>,
+    at: &str,
+    problems: &mut Vec<String>,
+) -> Option<Escalation> {
+    let Some(above) = above else {
+        if to.is_some() {
+            problems.push(format!("{at}: escalate_to needs escalate_above"));
+        }
+        return None;
+    };
+    if !(0.0..1.0).contains(&above) {
+        problems.push(format!(
+            "{at}: escalate_above must be a share from 0 to 1, not {above}"
+        ));
+    }
+    let to = match to.map(Severity::parse) {
+        None => Some(Severity::Fail),
+        Some(None) => {
+            problems.push(format!(
+                "{at}: unknown escalate_to severity '{}'",
+                to.unwrap_or_default()
+            ));
+            None
+        }
+        Some(severity) => severity,
+    };
+    to.map(|to| Escalation { above, to })
+}
+
+fn check_metrics(
+    raw: &SilverlineConfig,
+    rows: &ExprChecker,
+    problems: &mut Vec<String>,
+) -> Vec<Metric> {
+    let mut seen = BTreeSet::new();
+    let mut metrics = Vec::new();
+    for metric in &raw.metrics {
+        let at = format!("metrics '{}'", metric.name);
+        if !seen.insert(metric.name.as_str()) {
+            problems.push(format!("{at}: defined twice"));
+        }
+        match rows.parse(&metric.expression) {
+            Ok(expr) if find_aggregate_exprs(std::slice::from_ref(&expr)).is_empty() => problems
+                .push(format!(
+                    "{at}: `{}` is not an aggregate (count, sum, avg...)",
+                    metric.expression
+                )),
+            Ok(expr) => metrics.push(Metric {
+                name: metric.name.clone(),
+                expression: metric.expression.clone(),
+                columns: expr.column_refs().iter().map(|c| c.name.clone()).collect(),
+            }),
+            Err(e) => problems.push(format!("{at}: expression `{}`: {e}", metric.expression)),
+        }
+    }
+    metrics
+}
+
+fn check_references(
+    raw: &SilverlineConfig,
+    contract: &Contract,
+    base: &Path,
+    problems: &mut Vec<String>,
+) -> Vec<Reference> {
+    let mut references = Vec::new();
+    for reference in &raw.references {
+        let at = format!("references '{}'", reference.name);
+        let format = match reference.format.to_ascii_lowercase().as_str() {
+            "csv" => ReferenceFormat::Csv,
+            "parquet" => ReferenceFormat::Parquet,
+            other => {
+                problems.push(format!(
+                    "{at}: unknown format '{other}' (expected csv or parquet)"
+                ));
+                continue;
+            }
+        };
+        if reference.keys.is_empty() {
+            problems.push(format!("{at}: keys are needed"));
+        }
+        for column in reference.keys.keys() {
+            if contract.column(column).is_none() {
+                problems.push(format!(
+                    "{at}: key column '{column}' is not in the contract"
+                ));
+            }
+        }
+        if references
+            .iter()
+            .any(|r: &Reference| r.name == reference.name)
+        {
+            problems.push(format!("{at}: defined twice"));
+        }
+        references.push(Reference {
+            name: reference.name.clone(),
+            location: resolve_location(&reference.location, base),
+            format,
+            keys: reference
+                .keys
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        });
+    }
+    references
 }
 
 /// Name of the built-in rule that enforces the contract's not-null columns.
@@ -420,8 +712,13 @@ fn not_null_rule(contract: &Contract) -> Option<Rule> {
             .map(|c| format!("\"{c}\" IS NOT NULL"))
             .collect::<Vec<_>>()
             .join(" AND "),
+        scope: Scope::Row,
         severity: Severity::Quarantine,
         contributor_types: vec!["*".to_string()],
+        filter: None,
+        escalation: None,
+        origin: "the contract (dataset.columns with nullable = false)".to_string(),
+        references: BTreeSet::new(),
         message: format!(
             "columns the contract declares not null are present: {}",
             required.join(", ")

@@ -25,9 +25,76 @@ pub struct SilverlineConfig {
     /// How contributor ids map to contributor types. Default: every contributor is `default`.
     #[serde(default)]
     pub contributors: ContributorsConfig,
-    /// The rules. Default: none.
+    /// Rules written in this file. Default: none.
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+    /// More rules from files: control CSVs (`.csv`) and dlt-meta expectation files
+    /// (`.json`, `.yaml`, `.yml`). Paths resolve against this file's folder. Default: none.
+    #[serde(default)]
+    pub rule_files: Vec<RuleFileConfig>,
+    /// Named metrics that aggregate rules compare across periods. Default: none.
+    #[serde(default)]
+    pub metrics: Vec<MetricConfig>,
+    /// How aggregate rules look back. Default: averages over 3 periods.
+    #[serde(default)]
+    pub aggregates: AggregatesConfig,
+    /// Reference tables that reference rules join to (LEFT join). Default: none.
+    #[serde(default)]
+    pub references: Vec<ReferenceConfig>,
+}
+
+/// A file of rules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFileConfig {
+    /// The file: `.csv` (control CSV) or `.json` / `.yaml` / `.yml` (dlt-meta expectations).
+    pub path: String,
+    /// For dlt-meta files, which carry no contributor type: the types the rules apply to.
+    /// Default: `["*"]`. A control CSV names the type on each row.
+    #[serde(default = "default_all_types")]
+    pub contributor_types: Vec<String>,
+}
+
+/// A metric computed per contributor and period over the rows of that period.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricConfig {
+    /// Name, as aggregate rules read it (`<name>`, `prev_<name>`, `avg_<name>`).
+    pub name: String,
+    /// Any SQL aggregate over the contract's columns, e.g. `count(DISTINCT account_id)`.
+    pub expression: String,
+}
+
+/// How aggregate rules look back.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregatesConfig {
+    /// How many previous periods `avg_<metric>` averages. Default: 3.
+    #[serde(default = "default_average_periods")]
+    pub average_periods: u32,
+}
+
+impl Default for AggregatesConfig {
+    fn default() -> Self {
+        Self {
+            average_periods: default_average_periods(),
+        }
+    }
+}
+
+/// A reference table (Parquet or CSV files under a location).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceConfig {
+    /// Name; a row that finds a match has `_ref_<name>` true.
+    pub name: String,
+    /// Folder (path or URL) holding the reference's files.
+    pub location: String,
+    /// `csv` or `parquet`. Default: `parquet`.
+    #[serde(default = "default_reference_format")]
+    pub format: String,
+    /// Join keys: row column -> reference column.
+    pub keys: BTreeMap<String, String>,
 }
 
 /// The dataset contract.
@@ -164,9 +231,9 @@ pub enum CatalogConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContributorsConfig {
-    /// The type of a contributor that no entry matches. Default: `default`.
-    #[serde(default = "default_contributor_type")]
-    pub default_type: String,
+    /// The type of a contributor that no entry matches. Default: none: such a contributor is an error.
+    #[serde(default)]
+    pub default_type: Option<String>,
     /// Types, checked in order; the first that matches wins. Default: none.
     #[serde(default)]
     pub types: Vec<ContributorTypeConfig>,
@@ -178,7 +245,7 @@ pub struct ContributorsConfig {
 impl Default for ContributorsConfig {
     fn default() -> Self {
         Self {
-            default_type: default_contributor_type(),
+            default_type: Some("default".to_string()),
             types: Vec::new(),
             assign: BTreeMap::new(),
         }
@@ -213,6 +280,23 @@ pub struct RuleConfig {
     /// What the rule checks, for humans; used as the error message. Default: the expression.
     #[serde(default)]
     pub description: Option<String>,
+    /// `row` (may read `prev_*`: then a trend rule), `aggregate` (over metrics) or
+    /// `reference` (over `_ref_<name>`). Default: `row`.
+    #[serde(default = "default_scope")]
+    pub scope: String,
+    /// SQL condition: rows outside it are not checked (counted as not applicable). Default: all rows.
+    #[serde(default)]
+    pub filter: Option<String>,
+    /// Escalation: when more than this share (0..1) of the checked rows fail, the rule acts
+    /// with `escalate_to` for the run. Default: none.
+    #[serde(default)]
+    pub escalate_above: Option<f64>,
+    /// The severity of an escalated rule. Default: `fail`.
+    #[serde(default)]
+    pub escalate_to: Option<String>,
+    /// Whether the rule runs. Default: true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
 }
 
 fn default_true() -> bool {
@@ -230,14 +314,20 @@ fn default_lookback_months() -> u32 {
 fn default_catalog_name() -> String {
     "silverline".to_string()
 }
+fn default_scope() -> String {
+    "row".to_string()
+}
+fn default_average_periods() -> u32 {
+    3
+}
+fn default_reference_format() -> String {
+    "parquet".to_string()
+}
 fn default_credential_env() -> String {
     "SILVERLINE_REST_CREDENTIAL".to_string()
 }
 fn default_token_env() -> String {
     "SILVERLINE_REST_TOKEN".to_string()
-}
-fn default_contributor_type() -> String {
-    "default".to_string()
 }
 fn default_all_types() -> Vec<String> {
     vec!["*".to_string()]

@@ -1,17 +1,21 @@
-//! Rules: the validated form of a rule, its severity, and the check that its
-//! SQL parses into a boolean over the contract (plus `prev_*` and the
-//! engine's transient columns). A bad rule is a configuration error before
-//! any data is read.
+//! Rules: the validated form of a rule (scope, severity, filter, escalation)
+//! and the check that its SQL parses into a boolean over what the rule may
+//! read. A bad rule is a configuration error before any data is read.
+//!
+//! One polarity everywhere: every expression describes a *valid* row or
+//! period. True passes; false or NULL fails.
 
 use std::collections::BTreeSet;
 
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::ExprSchemable;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{Expr, SessionContext};
 
 use crate::config::contract::Contract;
-use crate::transient::{DROP_CONTRIBUTOR, HAS_BASELINE, KEY_OCCURRENCES, PREV_PREFIX, prev_column};
+use crate::transient::{
+    DROP_CONTRIBUTOR, HAS_BASELINE, KEY_OCCURRENCES, PREV_PREFIX, REF_PREFIX, prev_column,
+};
 
 /// What happens to a row that fails a rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -19,6 +23,8 @@ use crate::transient::{DROP_CONTRIBUTOR, HAS_BASELINE, KEY_OCCURRENCES, PREV_PRE
 pub enum Severity {
     /// Goes to Silver, counted as warned.
     Warn,
+    /// Set aside until the reference catches up, then replayed (reference rules).
+    Pending,
     /// Kept out of Silver, written to dq_error as dropped.
     Drop,
     /// Kept out of Silver, quarantined.
@@ -32,6 +38,7 @@ impl Severity {
     pub fn parse(text: &str) -> Option<Severity> {
         match text.trim().to_ascii_lowercase().as_str() {
             "warn" | "warning" | "expect" => Some(Severity::Warn),
+            "pending" => Some(Severity::Pending),
             "drop" | "expect_or_drop" => Some(Severity::Drop),
             "quarantine" | "critical" | "expect_or_quarantine" => Some(Severity::Quarantine),
             "fail" | "fatal" | "expect_or_fail" => Some(Severity::Fail),
@@ -43,6 +50,7 @@ impl Severity {
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Warn => "warn",
+            Severity::Pending => "pending",
             Severity::Drop => "drop",
             Severity::Quarantine => "quarantine",
             Severity::Fail => "fail",
@@ -50,21 +58,73 @@ impl Severity {
     }
 }
 
+/// What a rule looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// One row (and its `prev_*` state: then it is a trend rule).
+    Row,
+    /// One period's metrics of one contributor, with `prev_<metric>` and `avg_<metric>`.
+    Aggregate,
+    /// One row joined (LEFT) to reference tables through `_ref_<name>`.
+    Reference,
+}
+
+impl Scope {
+    /// Parses `row`, `aggregate` or `reference`.
+    pub fn parse(text: &str) -> Option<Scope> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "row" => Some(Scope::Row),
+            "aggregate" => Some(Scope::Aggregate),
+            "reference" => Some(Scope::Reference),
+            _ => None,
+        }
+    }
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Row => "row",
+            Scope::Aggregate => "aggregate",
+            Scope::Reference => "reference",
+        }
+    }
+}
+
+/// "Warn per row, but act with `to` when more than `above` of the checked rows fail."
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Escalation {
+    /// The share of failing rows (0..1) past which the rule escalates.
+    pub above: f64,
+    /// The severity it then acts with.
+    pub to: Severity,
+}
+
 /// A validated rule.
 #[derive(Debug, Clone)]
 pub struct Rule {
     /// Rule name.
     pub name: String,
-    /// SQL boolean expression describing a valid row.
+    /// SQL boolean expression describing a valid row (or period).
     pub expression: String,
+    /// What it looks at.
+    pub scope: Scope,
     /// What a failure does.
     pub severity: Severity,
     /// Contributor types it applies to; contains `*` for all.
     pub contributor_types: Vec<String>,
     /// Message written next to each failure.
     pub message: String,
-    /// Contract columns whose previous value the rule reads (`prev_<column>`).
+    /// Rows outside this SQL condition are not checked.
+    pub filter: Option<String>,
+    /// Escalation past a failure rate.
+    pub escalation: Option<Escalation>,
+    /// Where the rule was defined (file, line or key).
+    pub origin: String,
+    /// Columns (or metrics) whose previous value the rule reads (`prev_<name>`).
     pub prev_columns: BTreeSet<String>,
+    /// Reference tables the rule reads (`_ref_<name>`).
+    pub references: BTreeSet<String>,
 }
 
 impl Rule {
@@ -89,48 +149,64 @@ impl Rule {
     }
 }
 
-/// Parses rule expressions against the schema rows have when rules run.
-pub struct RuleChecker {
+/// What a checked expression reads.
+#[derive(Debug, Default)]
+pub struct Reads {
+    /// Names read through `prev_<name>`.
+    pub prev: BTreeSet<String>,
+    /// References read through `_ref_<name>`.
+    pub references: BTreeSet<String>,
+}
+
+/// Parses expressions against the schema they will meet when they run.
+pub struct ExprChecker {
     ctx: SessionContext,
     schema: DFSchema,
 }
 
-impl RuleChecker {
-    /// A checker for the contract: its columns, `prev_<column>` for each, and the
-    /// transient columns the engine provides.
-    pub fn new(contract: &Contract) -> Result<RuleChecker, String> {
-        let schema = Schema::new(evaluation_fields(contract));
-        let schema = DFSchema::try_from(schema).map_err(|e| e.to_string())?;
-        Ok(RuleChecker {
+impl ExprChecker {
+    /// A checker over `fields`.
+    pub fn new(fields: Vec<Field>) -> Result<ExprChecker, String> {
+        let schema = DFSchema::try_from(Schema::new(fields)).map_err(|e| e.to_string())?;
+        Ok(ExprChecker {
             ctx: crate::infra::query::new_session(),
             schema,
         })
     }
 
-    /// Checks that `sql` parses, names only known columns and is boolean; returns
-    /// the contract columns whose `prev_` value it reads.
-    pub fn check(&self, sql: &str) -> Result<BTreeSet<String>, String> {
-        let expr = self
-            .ctx
+    /// Parses `sql` and resolves every column it names.
+    pub fn parse(&self, sql: &str) -> Result<Expr, String> {
+        self.ctx
             .parse_sql_expr(sql, &self.schema)
-            .map_err(|e| first_line(&e.to_string()))?;
+            .map_err(|e| first_line(&e.to_string()))
+    }
+
+    /// Checks that `sql` parses, names only known columns and is boolean.
+    pub fn check_boolean(&self, sql: &str) -> Result<Reads, String> {
+        let expr = self.parse(sql)?;
         let data_type = expr
             .get_type(&self.schema)
             .map_err(|e| first_line(&e.to_string()))?;
         if !matches!(data_type, DataType::Boolean | DataType::Null) {
             return Err(format!("expression is {data_type}, not boolean"));
         }
-        Ok(expr
-            .column_refs()
-            .iter()
-            .filter_map(|c| c.name.strip_prefix(PREV_PREFIX).map(str::to_string))
-            .collect())
+        let names: Vec<String> = expr.column_refs().iter().map(|c| c.name.clone()).collect();
+        Ok(Reads {
+            prev: names
+                .iter()
+                .filter_map(|n| n.strip_prefix(PREV_PREFIX).map(str::to_string))
+                .collect(),
+            references: names
+                .iter()
+                .filter_map(|n| n.strip_prefix(REF_PREFIX).map(str::to_string))
+                .collect(),
+        })
     }
 }
 
-/// The fields a rule may read: contract columns, their `prev_` twins, and the
-/// engine's transient columns.
-pub fn evaluation_fields(contract: &Contract) -> Vec<Field> {
+/// The fields a row or reference rule may read: contract columns, their `prev_`
+/// twins, the engine's transient columns and `_ref_<name>` for each reference.
+pub fn row_fields(contract: &Contract, references: &[String]) -> Vec<Field> {
     let mut fields: Vec<Field> = contract
         .arrow_schema()
         .fields()
@@ -145,26 +221,51 @@ pub fn evaluation_fields(contract: &Contract) -> Vec<Field> {
     fields.push(Field::new(KEY_OCCURRENCES, DataType::Int64, false));
     fields.push(Field::new(HAS_BASELINE, DataType::Boolean, false));
     fields.push(Field::new(DROP_CONTRIBUTOR, DataType::Utf8, false));
+    fields.extend(
+        references
+            .iter()
+            .map(|r| Field::new(format!("{REF_PREFIX}{r}"), DataType::Boolean, false)),
+    );
     fields
+}
+
+/// The fields an aggregate rule may read: each metric, `prev_<metric>` and `avg_<metric>`.
+pub fn aggregate_fields(metrics: &[String]) -> Vec<Field> {
+    metrics
+        .iter()
+        .flat_map(|m| {
+            [m.clone(), prev_column(m), format!("avg_{m}")]
+                .into_iter()
+                .map(|name| Field::new(name, DataType::Float64, true))
+        })
+        .collect()
 }
 
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_string()
 }
 
-/// A fingerprint of a resolved rule set: every name, severity, scope of
-/// application and expression, in order. Results carry it so they name the
-/// exact rules that produced them.
+/// A fingerprint of a resolved rule set: every name, scope, severity, scope of
+/// application, filter, escalation and expression, in order. Results carry it
+/// so they name the exact rules that produced them.
 pub fn rules_fingerprint(rules: &[&Rule]) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for rule in rules {
-        for part in [
+        let escalation = rule
+            .escalation
+            .map(|e| format!("{}>{}", e.above, e.to.as_str()))
+            .unwrap_or_default();
+        let parts = [
             rule.name.as_str(),
+            rule.scope.as_str(),
             rule.severity.as_str(),
             &rule.contributor_types.join(","),
+            rule.filter.as_deref().unwrap_or(""),
+            &escalation,
             &rule.expression,
-        ] {
+        ];
+        for part in parts {
             hash.update(part.as_bytes());
             hash.update([0]);
         }
@@ -182,6 +283,7 @@ mod tests {
             ("warn", Severity::Warn),
             ("expect", Severity::Warn),
             ("warning", Severity::Warn),
+            ("pending", Severity::Pending),
             ("expect_or_drop", Severity::Drop),
             ("critical", Severity::Quarantine),
             ("expect_or_quarantine", Severity::Quarantine),

@@ -15,7 +15,7 @@ use crate::infra::storage::Location;
 use crate::pipeline::route::SetAside;
 use crate::pipeline::write::Written;
 
-/// A run whose books closed: received == silver + quarantined + dropped.
+/// A run whose books closed: received == silver + quarantined + dropped + pending.
 #[derive(Debug)]
 pub struct Balanced {
     received: u64,
@@ -62,7 +62,8 @@ pub async fn check_balance(
     }
     let quarantined = set_aside.get(&SetAside::Quarantine).copied().unwrap_or(0);
     let dropped = set_aside.get(&SetAside::Dropped).copied().unwrap_or(0);
-    let accounted = silver + quarantined + dropped;
+    let pending = set_aside.get(&SetAside::Pending).copied().unwrap_or(0);
+    let accounted = silver + quarantined + dropped + pending;
     if accounted != received {
         return Err(Error::Unbalanced {
             received,
@@ -70,6 +71,7 @@ pub async fn check_balance(
             silver,
             quarantined,
             dropped,
+            pending,
             gap: received as i64 - accounted as i64,
         });
     }

@@ -28,7 +28,7 @@ use crate::config::rules::Rule;
 use crate::error::{Error, Result};
 use crate::infra::query::new_session;
 use crate::transient::{
-    DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_OCCURRENCES, SOURCE_FILE, SOURCE_LINE,
+    DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_OCCURRENCES, PERIOD, SOURCE_FILE, SOURCE_LINE,
     prev_column,
 };
 
@@ -40,6 +40,8 @@ pub struct Baselined {
     pub frame: DataFrame,
     /// The history window that was read, if the drop had any rows to baseline.
     pub window: Option<(NaiveDate, NaiveDate)>,
+    /// The contributor whose drop this is.
+    pub contributor: String,
 }
 
 /// Builds the baseline frame for `rows` of `contributor` against `silver`.
@@ -59,7 +61,12 @@ pub async fn load_baseline(
     let prev = prev_columns(contract, rules);
     let sql = baseline_sql(contract, &prev, contributor, window);
     let frame = ctx.sql(&sql).await.map_err(Error::query("baseline"))?;
-    Ok(Baselined { ctx, frame, window })
+    Ok(Baselined {
+        ctx,
+        frame,
+        window,
+        contributor: contributor.to_string(),
+    })
 }
 
 /// Columns whose previous value is needed: what trend rules read, plus the order column.
@@ -123,11 +130,13 @@ async fn register_history_source(
     Ok(())
 }
 
-fn quote(name: &str) -> String {
+/// Quotes an SQL identifier.
+pub fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-fn sql_string(value: &str) -> String {
+/// Quotes an SQL string literal.
+pub fn sql_string(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }
 
@@ -186,7 +195,7 @@ fn baseline_sql(
            SELECT *, {lags} FROM (SELECT * FROM batch_rows UNION ALL SELECT * FROM history_rows) \
            WINDOW w AS (PARTITION BY {entity_key} ORDER BY {order}, {in_batch})) \
          SELECT {batch_columns}, {prev_names}, {occurrences}, {prev_order} IS NOT NULL AS {has_baseline}, \
-                {contributor} AS {drop_contributor} \
+                {contributor} AS {drop_contributor}, CAST(date_trunc('month', {order}) AS DATE) AS {period} \
          FROM lagged WHERE {in_batch}",
         in_batch = quote(IN_BATCH),
         occurrences = quote(KEY_OCCURRENCES),
@@ -196,6 +205,7 @@ fn baseline_sql(
         has_baseline = quote(HAS_BASELINE),
         contributor = sql_string(contributor),
         drop_contributor = quote(DROP_CONTRIBUTOR),
+        period = quote(PERIOD),
     )
 }
 

@@ -69,6 +69,10 @@ pub async fn commit_silver(
             "silverline.dropped".to_string(),
             balanced.set_aside(SetAside::Dropped).to_string(),
         ),
+        (
+            "silverline.pending".to_string(),
+            balanced.set_aside(SetAside::Pending).to_string(),
+        ),
     ]);
     let tx = Transaction::new(&table);
     let append = tx

@@ -26,7 +26,7 @@ use iceberg::Catalog;
 use iceberg::table::Table;
 
 use crate::config::Plan;
-use crate::config::rules::{Rule, Severity, rules_fingerprint};
+use crate::config::rules::{Rule, Scope, Severity, rules_fingerprint};
 use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_or_create_silver, table_ident};
 use crate::infra::storage::{Location, Stores};
@@ -67,6 +67,7 @@ pub struct RunOutcome {
 struct Context<'a> {
     plan: &'a Plan,
     drop: &'a DropRef,
+    stores: Stores,
     bronze: Location,
     dq_error: Location,
     catalog: Arc<dyn Catalog>,
@@ -76,7 +77,7 @@ struct Context<'a> {
 /// Runs one drop through every stage.
 pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
-    let (contributor_type, rules) = plan.rules_for(&drop.contributor);
+    let (contributor_type, rules) = plan.rules_for(&drop.contributor)?;
     let mut summary = new_summary(plan, drop, contributor_type, &rules);
     let context = open_context(plan, drop).await?;
     let claimed =
@@ -128,6 +129,7 @@ async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef) -> Result<Context<'
     Ok(Context {
         plan,
         drop,
+        stores,
         bronze,
         dq_error,
         catalog,
@@ -169,7 +171,8 @@ async fn process(
         summary.baseline.window_from = Some(from.to_string());
         summary.baseline.window_to = Some(to.to_string());
     }
-    let judged = evaluate::evaluate_rules(baselined, rules).await?;
+    let judged = evaluate::evaluate_rules(baselined, rules, plan, &context.stores).await?;
+    summary.aggregates = judged.periods.clone();
     summary.baseline.rows_with_baseline = judged.with_baseline;
     summary.baseline.rows_without_baseline = judged.without_baseline;
     summary.set_rule_outcomes(with_parse_outcome(
@@ -215,11 +218,13 @@ async fn process(
     summary.counts.committed = balanced.silver();
     summary.counts.quarantined = balanced.set_aside(SetAside::Quarantine);
     summary.counts.dropped = balanced.set_aside(SetAside::Dropped);
+    summary.counts.pending = balanced.set_aside(SetAside::Pending);
     tracing::info!(
         received = balanced.received(),
         committed = balanced.silver(),
         quarantined = summary.counts.quarantined,
         dropped = summary.counts.dropped,
+        pending = summary.counts.pending,
         "balanced"
     );
     clock = lap(summary, "balance", clock);
@@ -256,11 +261,14 @@ async fn process(
 fn with_parse_outcome(outcomes: &[RuleOutcome], rejects: u64, received: u64) -> Vec<RuleOutcome> {
     let parse = RuleOutcome {
         rule: read::PARSE_RULE.to_string(),
+        scope: Scope::Row,
         severity: Severity::Quarantine,
         trend: false,
         passed: received - rejects,
         failed: rejects,
         skipped_no_baseline: 0,
+        not_applicable: 0,
+        escalated: false,
     };
     std::iter::once(parse)
         .chain(outcomes.iter().cloned())
@@ -301,6 +309,7 @@ fn new_summary(plan: &Plan, drop: &DropRef, contributor_type: &str, rules: &[&Ru
         timings_ms: BTreeMap::new(),
         snapshot_id: None,
         outputs: BTreeMap::new(),
+        aggregates: Vec::new(),
         error: None,
     }
 }

@@ -31,6 +31,8 @@ pub enum SetAside {
     Quarantine,
     /// A drop rule failed: recorded, not deleted.
     Dropped,
+    /// A reference rule missed: replayed once the reference catches up.
+    Pending,
 }
 
 impl SetAside {
@@ -39,6 +41,7 @@ impl SetAside {
         match self {
             SetAside::Quarantine => "quarantine",
             SetAside::Dropped => "dropped",
+            SetAside::Pending => "pending",
         }
     }
 
@@ -46,6 +49,7 @@ impl SetAside {
         match Severity::parse(severity) {
             Some(Severity::Quarantine | Severity::Fail) => Some(SetAside::Quarantine),
             Some(Severity::Drop) => Some(SetAside::Dropped),
+            Some(Severity::Pending) => Some(SetAside::Pending),
             _ => None,
         }
     }
@@ -126,7 +130,7 @@ pub fn route_rows(
             .filter(|s| *s == Some(Severity::Warn.as_str()))
             .count() as u64;
         silver.push(contract_columns(contract, &filter(batch, &to_silver)?)?);
-        for destination in [SetAside::Quarantine, SetAside::Dropped] {
+        for destination in [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending] {
             let mask: BooleanArray = severity
                 .iter()
                 .map(|s| Some(s.and_then(SetAside::for_severity) == Some(destination)))

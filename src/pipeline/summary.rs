@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::evaluate::RuleOutcome;
+use crate::pipeline::evaluate::aggregate::PeriodReport;
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -39,6 +40,8 @@ pub struct Counts {
     pub quarantined: u64,
     /// Rows dropped (recorded under dq_error/dropped).
     pub dropped: u64,
+    /// Rows set aside until a reference catches up (dq_error/pending).
+    pub pending: u64,
 }
 
 /// How much of the drop found its history.
@@ -95,6 +98,8 @@ pub struct Summary {
     pub snapshot_id: Option<i64>,
     /// dq_error files, by kind.
     pub outputs: BTreeMap<String, String>,
+    /// Per-period metrics and aggregate rule outcomes.
+    pub aggregates: Vec<PeriodReport>,
     /// Why the run failed.
     pub error: Option<String>,
 }

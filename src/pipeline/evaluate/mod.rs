@@ -1,0 +1,374 @@
+//! Evaluate: every rule over the baselined rows, in one pass.
+//!
+//! In: the [`Baselined`] frame and the contributor's rules. Out: [`Judged`]
+//! rows carrying their verdict (DESIGN.md invariant 2): `_dq_errors` (a list
+//! of rule, severity, message), `_dq_passed` and the worst severity that
+//! fired, plus per-rule counts.
+//!
+//! Row and reference rules become one outcome column each, computed by
+//! DataFusion ([`reference`] joins the reference tables first); aggregate
+//! rules are computed per period ([`aggregate`]) and folded into every row of
+//! their period. An outcome is 1 pass, 0 fail (false *or NULL*: an expression
+//! describes a valid row), 2 skipped for want of history, 3 not applicable
+//! (outside the rule's filter). Escalation is decided once all rows are
+//! counted: past its rate, a rule acts with its escalated severity.
+
+pub mod aggregate;
+pub mod reference;
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int64Array, ListBuilder,
+    StringBuilder, StructBuilder,
+};
+use arrow::datatypes::{DataType, Field, Fields, Schema};
+use arrow::record_batch::RecordBatch;
+use serde::Serialize;
+
+use crate::config::Plan;
+use crate::config::rules::{Rule, Scope, Severity};
+use crate::error::{Error, Result};
+use crate::infra::storage::Stores;
+use crate::pipeline::baseline::Baselined;
+use crate::transient::{DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX};
+use aggregate::{PeriodOutcomes, PeriodReport};
+
+/// The transient column holding the worst severity that fired on a row (null: none).
+pub const DQ_SEVERITY: &str = "_dq_severity";
+
+/// Outcome: the rule passed.
+pub const PASS: i64 = 1;
+/// Outcome: the rule failed.
+pub const FAIL: i64 = 0;
+/// Outcome: skipped, no previous state or period.
+pub const SKIPPED: i64 = 2;
+/// Outcome: outside the rule's filter.
+pub const NOT_APPLICABLE: i64 = 3;
+
+/// A human label for an outcome code.
+pub fn outcome_label(outcome: i64) -> &'static str {
+    match outcome {
+        PASS => "pass",
+        SKIPPED => "skipped",
+        NOT_APPLICABLE => "not_applicable",
+        _ => "fail",
+    }
+}
+
+/// Counts for one rule over one run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RuleOutcome {
+    /// Rule name.
+    pub rule: String,
+    /// Its scope.
+    pub scope: Scope,
+    /// The severity it acted with (escalated, if it escalated).
+    pub severity: Severity,
+    /// Whether it reads the previous state.
+    pub trend: bool,
+    /// Rows that passed.
+    pub passed: u64,
+    /// Rows that failed.
+    pub failed: u64,
+    /// Rows not checked because they had no previous state (or period).
+    pub skipped_no_baseline: u64,
+    /// Rows outside the rule's filter.
+    pub not_applicable: u64,
+    /// Whether the failure rate passed the rule's escalation threshold.
+    pub escalated: bool,
+}
+
+/// The drop's rows with their verdicts.
+pub struct Judged {
+    /// Contract + provenance + `_has_baseline` + `_dq_errors` + `_dq_passed` + `_dq_severity`.
+    pub rows: Vec<RecordBatch>,
+    /// Per-rule counts, in rule order.
+    pub outcomes: Vec<RuleOutcome>,
+    /// Per-period metrics of the aggregate rules.
+    pub periods: Vec<PeriodReport>,
+    /// Rows that found a previous state.
+    pub with_baseline: u64,
+    /// Rows that did not.
+    pub without_baseline: u64,
+}
+
+/// Where a rule's outcome for a row comes from.
+enum OutcomeSource {
+    /// An outcome column of the row batch.
+    Column(usize),
+    /// The period table, by aggregate rule index.
+    Period(usize),
+}
+
+/// Evaluates `rules` over the baselined rows.
+pub async fn evaluate_rules(
+    baselined: Baselined,
+    rules: &[&Rule],
+    plan: &Plan,
+    stores: &Stores,
+) -> Result<Judged> {
+    let referenced: Vec<_> = plan
+        .references
+        .iter()
+        .filter(|r| rules.iter().any(|rule| rule.references.contains(&r.name)))
+        .collect();
+    let baselined = reference::join_references(baselined, &referenced, stores).await?;
+    let aggregate_rules: Vec<&Rule> = rules
+        .iter()
+        .copied()
+        .filter(|r| r.scope == Scope::Aggregate)
+        .collect();
+    let periods = aggregate::evaluate_aggregates(
+        &baselined,
+        &plan.contract,
+        &plan.metrics,
+        &aggregate_rules,
+        plan.average_periods,
+    )
+    .await?;
+    let (batches, kept, sources) = row_outcomes(baselined, rules).await?;
+    let mut outcomes = count_outcomes(&batches, rules, &sources, &periods)?;
+    apply_escalation(rules, &mut outcomes);
+    let mut judged = Judged {
+        rows: Vec::with_capacity(batches.len()),
+        outcomes,
+        periods: periods.reports.clone(),
+        with_baseline: 0,
+        without_baseline: 0,
+    };
+    for batch in &batches {
+        let verdicts = judge_batch(batch, kept, rules, &sources, &periods, &mut judged)?;
+        judged.rows.push(verdicts);
+    }
+    Ok(judged)
+}
+
+/// Computes one outcome column per row or reference rule; returns the batches,
+/// how many leading columns are the rows' own, and where each rule's outcome is.
+async fn row_outcomes(
+    baselined: Baselined,
+    rules: &[&Rule],
+) -> Result<(Vec<RecordBatch>, usize, Vec<OutcomeSource>)> {
+    let frame = baselined.frame;
+    let kept: Vec<String> = frame
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|n| !n.starts_with(PREV_PREFIX) && !n.starts_with(REF_PREFIX))
+        .collect();
+    let mut exprs: Vec<String> = kept.iter().map(|n| format!("\"{n}\"")).collect();
+    let mut sources = Vec::with_capacity(rules.len());
+    let mut aggregates = 0;
+    for rule in rules {
+        if rule.scope == Scope::Aggregate {
+            sources.push(OutcomeSource::Period(aggregates));
+            aggregates += 1;
+        } else {
+            sources.push(OutcomeSource::Column(exprs.len()));
+            exprs.push(outcome_sql(rule));
+        }
+    }
+    let expr_refs: Vec<&str> = exprs.iter().map(String::as_str).collect();
+    let batches = frame
+        .select_exprs(&expr_refs)
+        .map_err(Error::query("evaluate"))?
+        .collect()
+        .await
+        .map_err(Error::query("evaluate"))?;
+    Ok((batches, kept.len(), sources))
+}
+
+/// The outcome expression of one row or reference rule.
+fn outcome_sql(rule: &Rule) -> String {
+    let mut cases = Vec::new();
+    if let Some(filter) = &rule.filter {
+        cases.push(format!(
+            "WHEN NOT coalesce(({filter}), false) THEN {NOT_APPLICABLE}"
+        ));
+    }
+    if rule.is_trend() {
+        cases.push(format!("WHEN NOT \"{HAS_BASELINE}\" THEN {SKIPPED}"));
+    }
+    cases.push(format!(
+        "WHEN coalesce(({}), false) THEN {PASS}",
+        rule.expression
+    ));
+    format!("CASE {} ELSE {FAIL} END", cases.join(" "))
+}
+
+/// Reads each rule's outcome for each row of a batch.
+struct BatchOutcomes<'a> {
+    columns: Vec<Option<&'a Int64Array>>,
+    periods: Option<&'a Date32Array>,
+}
+
+impl<'a> BatchOutcomes<'a> {
+    fn new(batch: &'a RecordBatch, sources: &[OutcomeSource]) -> Result<BatchOutcomes<'a>> {
+        let columns = sources
+            .iter()
+            .map(|source| match source {
+                OutcomeSource::Column(i) => batch
+                    .column(*i)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .map(Some)
+                    .ok_or_else(|| {
+                        Error::Internal("evaluate: an outcome column is not Int64".to_string())
+                    }),
+                OutcomeSource::Period(_) => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        let periods = batch
+            .column_by_name(PERIOD)
+            .and_then(|c| c.as_any().downcast_ref::<Date32Array>());
+        Ok(BatchOutcomes { columns, periods })
+    }
+
+    fn outcome(
+        &self,
+        rule: usize,
+        source: &OutcomeSource,
+        row: usize,
+        periods: &PeriodOutcomes,
+    ) -> i64 {
+        match (source, self.columns[rule]) {
+            (OutcomeSource::Column(_), Some(column)) => column.value(row),
+            (OutcomeSource::Period(index), _) => self
+                .periods
+                .filter(|p| p.is_valid(row))
+                .map_or(SKIPPED, |p| periods.outcome(p.value(row), *index)),
+            (OutcomeSource::Column(_), None) => SKIPPED,
+        }
+    }
+}
+
+fn count_outcomes(
+    batches: &[RecordBatch],
+    rules: &[&Rule],
+    sources: &[OutcomeSource],
+    periods: &PeriodOutcomes,
+) -> Result<Vec<RuleOutcome>> {
+    let mut outcomes: Vec<RuleOutcome> = rules
+        .iter()
+        .map(|r| RuleOutcome {
+            rule: r.name.clone(),
+            scope: r.scope,
+            severity: r.severity,
+            trend: r.is_trend(),
+            passed: 0,
+            failed: 0,
+            skipped_no_baseline: 0,
+            not_applicable: 0,
+            escalated: false,
+        })
+        .collect();
+    for batch in batches {
+        let reader = BatchOutcomes::new(batch, sources)?;
+        for row in 0..batch.num_rows() {
+            for (i, source) in sources.iter().enumerate() {
+                let counts = &mut outcomes[i];
+                match reader.outcome(i, source, row, periods) {
+                    PASS => counts.passed += 1,
+                    SKIPPED => counts.skipped_no_baseline += 1,
+                    NOT_APPLICABLE => counts.not_applicable += 1,
+                    _ => counts.failed += 1,
+                }
+            }
+        }
+    }
+    Ok(outcomes)
+}
+
+/// A rule whose failure rate among checked rows passes its threshold acts with its escalated severity.
+fn apply_escalation(rules: &[&Rule], outcomes: &mut [RuleOutcome]) {
+    for (rule, outcome) in rules.iter().zip(outcomes.iter_mut()) {
+        let Some(escalation) = rule.escalation else {
+            continue;
+        };
+        let checked = outcome.passed + outcome.failed;
+        if checked > 0 && outcome.failed as f64 > escalation.above * checked as f64 {
+            outcome.severity = escalation.to;
+            outcome.escalated = true;
+        }
+    }
+}
+
+fn error_item_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("rule", DataType::Utf8, false),
+        Field::new("severity", DataType::Utf8, false),
+        Field::new("message", DataType::Utf8, false),
+    ])
+}
+
+fn errors_field() -> Field {
+    let item = Field::new("item", DataType::Struct(error_item_fields()), true);
+    Field::new(DQ_ERRORS, DataType::List(Arc::new(item)), false)
+}
+
+/// Builds the verdict columns of one batch.
+fn judge_batch(
+    batch: &RecordBatch,
+    kept: usize,
+    rules: &[&Rule],
+    sources: &[OutcomeSource],
+    periods: &PeriodOutcomes,
+    judged: &mut Judged,
+) -> Result<RecordBatch> {
+    let reader = BatchOutcomes::new(batch, sources)?;
+    let has_baseline = batch
+        .column_by_name(HAS_BASELINE)
+        .and_then(|c| c.as_any().downcast_ref::<BooleanArray>().cloned())
+        .ok_or_else(|| Error::Internal("evaluate: _has_baseline is missing".to_string()))?;
+    let mut errors = ListBuilder::new(StructBuilder::from_fields(error_item_fields(), 0));
+    let mut passed = BooleanBuilder::with_capacity(batch.num_rows());
+    let mut worst = StringBuilder::new();
+    for row in 0..batch.num_rows() {
+        if has_baseline.value(row) {
+            judged.with_baseline += 1;
+        } else {
+            judged.without_baseline += 1;
+        }
+        let mut row_worst: Option<Severity> = None;
+        for (i, source) in sources.iter().enumerate() {
+            if reader.outcome(i, source, row, periods) == FAIL {
+                let severity = judged.outcomes[i].severity;
+                append_error(&mut errors, &rules[i].name, severity, &rules[i].message);
+                row_worst = row_worst.max(Some(severity));
+            }
+        }
+        errors.append(true);
+        passed.append_value(row_worst.is_none_or(|s| s == Severity::Warn));
+        worst.append_option(row_worst.map(Severity::as_str));
+    }
+    let mut fields: Vec<Field> = batch.schema().fields()[..kept]
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(errors_field());
+    fields.push(Field::new(DQ_PASSED, DataType::Boolean, false));
+    fields.push(Field::new(DQ_SEVERITY, DataType::Utf8, true));
+    let mut columns: Vec<ArrayRef> = batch.columns()[..kept].to_vec();
+    columns.push(Arc::new(errors.finish()));
+    columns.push(Arc::new(passed.finish()));
+    columns.push(Arc::new(worst.finish()));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(Error::arrow("evaluate"))
+}
+
+/// Appends one (rule, severity, message) entry to the current row's error list.
+fn append_error(
+    errors: &mut ListBuilder<StructBuilder>,
+    rule: &str,
+    severity: Severity,
+    message: &str,
+) {
+    let item = errors.values();
+    for (i, value) in [rule, severity.as_str(), message].into_iter().enumerate() {
+        if let Some(b) = item.field_builder::<StringBuilder>(i) {
+            b.append_value(value);
+        }
+    }
+    item.append(true);
+}

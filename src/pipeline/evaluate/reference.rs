@@ -1,0 +1,137 @@
+//! Reference rules' data: each reference table a rule reads is joined to the
+//! rows with a LEFT join (never inner: a row without a match must stay, to be
+//! set aside as pending), adding `_ref_<name>`, true where the row's key was
+//! found. Reference keys are de-duplicated first, so a repeated key in the
+//! reference can never double a row.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use datafusion::datasource::MemTable;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::config::plan::{Reference, ReferenceFormat};
+use crate::error::{Error, Result};
+use crate::infra::storage::Stores;
+use crate::pipeline::baseline::{Baselined, quote};
+use crate::transient::REF_PREFIX;
+
+/// Joins every reference in `references` to the baselined rows.
+pub async fn join_references(
+    mut baselined: Baselined,
+    references: &[&Reference],
+    stores: &Stores,
+) -> Result<Baselined> {
+    for reference in references {
+        let batches = load_reference(reference, stores).await?;
+        let schema = batches
+            .first()
+            .map(|b| b.schema())
+            .ok_or_else(|| Error::BadDrop {
+                location: reference.location.clone(),
+                reason: format!("reference '{}' has no rows", reference.name),
+            })?;
+        let table_name = format!("reference_{}", reference.name);
+        let table = MemTable::try_new(schema, vec![batches]).map_err(Error::query("reference"))?;
+        let ctx = &baselined.ctx;
+        ctx.register_table(table_name.as_str(), Arc::new(table))
+            .map_err(Error::query("reference"))?;
+        ctx.register_table("rows_before_reference", baselined.frame.clone().into_view())
+            .map_err(Error::query("reference"))?;
+        let frame = ctx
+            .sql(&join_sql(reference, &table_name))
+            .await
+            .map_err(Error::query("reference"))?;
+        ctx.deregister_table("rows_before_reference")
+            .map_err(Error::query("reference"))?;
+        baselined.frame = frame.cache().await.map_err(Error::query("reference"))?;
+    }
+    Ok(baselined)
+}
+
+fn join_sql(reference: &Reference, table: &str) -> String {
+    let keys: Vec<String> = reference
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, (_, ref_column))| {
+            format!(
+                "CAST({} AS VARCHAR) AS {}",
+                quote(ref_column),
+                quote(&format!("_k{i}"))
+            )
+        })
+        .collect();
+    let on: Vec<String> = reference
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, (row_column, _))| {
+            format!(
+                "CAST(b.{} AS VARCHAR) = r.{}",
+                quote(row_column),
+                quote(&format!("_k{i}"))
+            )
+        })
+        .collect();
+    format!(
+        "SELECT b.*, (r.{first} IS NOT NULL) AS {flag} FROM rows_before_reference b \
+         LEFT JOIN (SELECT DISTINCT {keys} FROM {table}) r ON {on}",
+        first = quote("_k0"),
+        flag = quote(&format!("{REF_PREFIX}{}", reference.name)),
+        keys = keys.join(", "),
+        table = quote(table),
+        on = on.join(" AND "),
+    )
+}
+
+/// Reads every file of the reference's folder.
+async fn load_reference(reference: &Reference, stores: &Stores) -> Result<Vec<RecordBatch>> {
+    let location = stores.open(
+        &reference.location,
+        &format!("references '{}'", reference.name),
+    )?;
+    let mut batches = Vec::new();
+    for object in location.list("").await? {
+        let bytes = location.get(&object.relative).await?;
+        let bad = |reason: String| Error::BadDrop {
+            location: location.url_of(&object.relative),
+            reason,
+        };
+        match reference.format {
+            ReferenceFormat::Parquet => {
+                let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .and_then(|b| b.build())
+                    .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
+                for batch in reader {
+                    batches.push(batch.map_err(|e| bad(e.to_string()))?);
+                }
+            }
+            ReferenceFormat::Csv => batches.extend(read_csv_as_text(&bytes).map_err(bad)?),
+        }
+    }
+    Ok(batches)
+}
+
+/// A reference CSV, every column as text (keys are compared as text).
+fn read_csv_as_text(bytes: &[u8]) -> std::result::Result<Vec<RecordBatch>, String> {
+    let mut header = csv::Reader::from_reader(bytes);
+    let names = header
+        .headers()
+        .map_err(|e| format!("cannot read the header: {e}"))?
+        .clone();
+    let schema = Arc::new(Schema::new(
+        names
+            .iter()
+            .map(|n| Field::new(n, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ));
+    let reader = arrow::csv::ReaderBuilder::new(schema)
+        .with_header(true)
+        .build(bytes)
+        .map_err(|e| e.to_string())?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())
+}
