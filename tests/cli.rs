@@ -7,22 +7,34 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use chrono::NaiveDate;
-use silverline::demo::generate::{Portfolio, mis_map_limits, to_csv};
+use silverline::demo::generate::{Portfolio, Statement, holders_csv, mis_map_limits, to_csv};
 
-/// A folder with `config/credit_statements.toml` (the shipped config, optionally edited) and `data/`.
+/// A folder with `config/credit_statements.toml` and `config/rules/` (the shipped
+/// config, each file passed through `edit`) and `data/`.
 fn project(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("config/credit_statements.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     let text = std::fs::read_to_string("config/credit_statements.toml").unwrap();
     std::fs::write(&config, edit(text)).unwrap();
+    let rules = tmp.path().join("config/rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    for entry in std::fs::read_dir("config/rules").unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(rules.join(path.file_name().unwrap()), edit(text)).unwrap();
+    }
     (tmp, config)
 }
 
-fn put_drop(root: &Path, contributor: &str, drop_id: &str, csv: &str) {
+fn put_drop(root: &Path, contributor: &str, drop_id: &str, rows: &[Statement]) {
     let dir = root.join("data/bronze").join(contributor).join(drop_id);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("statements.csv"), csv).unwrap();
+    std::fs::write(dir.join("statements.csv"), to_csv(rows)).unwrap();
+    let holders = root.join("data/reference/holders");
+    std::fs::create_dir_all(&holders).unwrap();
+    let csv = holders_csv(rows.iter().map(|r| r.holder.as_str()));
+    std::fs::write(holders.join(format!("{contributor}-{drop_id}.csv")), csv).unwrap();
 }
 
 fn silverline(args: &[&str]) -> assert_cmd::assert::Assert {
@@ -62,23 +74,26 @@ fn every_shipped_config_passes_check_config() {
 }
 
 #[test]
-fn a_bad_rule_exits_2_naming_the_file_and_the_rule() {
+fn a_bad_rule_exits_2_naming_the_file_line_and_rule() {
     let (_tmp, config) = project(|t| {
         t.replace(
-            "expression = \"month_in_arrears BETWEEN 0 AND 36\"",
-            "expression = \"months_in_arrear BETWEEN 0 AND 36\"",
+            "month_in_arrears BETWEEN 0 AND 36,",
+            "months_in_arrear BETWEEN 0 AND 36,",
         )
-        .replace("severity = \"warning\"", "severity = \"sometimes\"")
+        .replace(
+            ",temporary_limit = 0,warning,",
+            ",temporary_limit = 0,sometimes,",
+        )
     });
     let assert = silverline(&["check-config", "--config", config.to_str().unwrap()]).code(2);
     let text = output(&assert);
     assert!(text.contains("credit_statements.toml"), "{text}");
     assert!(
-        text.contains("rule 'mia_range'") && text.contains("months_in_arrear"),
+        text.contains("credit_rules.csv:7: rule 'mia_range'") && text.contains("months_in_arrear"),
         "{text}"
     );
     assert!(
-        text.contains("rule 'temp_limit_zero'") && text.contains("sometimes"),
+        text.contains("credit_rules.csv:11: rule 'temp_limit_zero'") && text.contains("sometimes"),
         "{text}"
     );
 }
@@ -87,8 +102,8 @@ fn a_bad_rule_exits_2_naming_the_file_and_the_rule() {
 fn a_non_boolean_rule_is_refused() {
     let (_tmp, config) = project(|t| {
         t.replace(
-            "expression = \"temporary_limit = 0\"",
-            "expression = \"temporary_limit + 1\"",
+            ",temporary_limit = 0,warning,",
+            ",temporary_limit + 1,warning,",
         )
     });
     let text = output(&silverline(&["check-config", "--config", config.to_str().unwrap()]).code(2));
@@ -102,7 +117,7 @@ fn a_non_boolean_rule_is_refused() {
 fn run_commits_then_a_rerun_says_already_committed_both_exit_0() {
     let (tmp, config) = project(|t| t);
     let rows = Portfolio::new("BANK_C", 12, false, 3).statements(month(2026, 1), false);
-    put_drop(tmp.path(), "BANK_C", "2026-01", &to_csv(&rows));
+    put_drop(tmp.path(), "BANK_C", "2026-01", &rows);
     let args = [
         "run",
         "--config",
@@ -139,8 +154,8 @@ fn a_missing_drop_exits_1_naming_the_drop() {
 fn a_fail_rule_exits_1_and_names_the_rule() {
     let (tmp, config) = project(|t| {
         t.replace(
-            "name = \"limit_stable\"\nseverity = \"critical\"",
-            "name = \"limit_stable\"\nseverity = \"fail\"",
+            "prev_instalment_amount),critical,",
+            "prev_instalment_amount),fail,",
         )
     });
     let mut bank = Portfolio::new("BANK_C", 8, false, 3);
@@ -148,11 +163,11 @@ fn a_fail_rule_exits_1_and_names_the_rule() {
         tmp.path(),
         "BANK_C",
         "2026-01",
-        &to_csv(&bank.statements(month(2026, 1), false)),
+        &bank.statements(month(2026, 1), false),
     );
     let mut bad = bank.statements(month(2026, 2), false);
     mis_map_limits(&mut bad);
-    put_drop(tmp.path(), "BANK_C", "2026-02", &to_csv(&bad));
+    put_drop(tmp.path(), "BANK_C", "2026-02", &bad);
     let config = config.to_str().unwrap();
     silverline(&[
         "run",

@@ -137,6 +137,15 @@ pub fn to_csv(rows: &[Statement]) -> String {
     out
 }
 
+/// A `holders` reference file (holder_id, holder_name, registered_on) for `holder_ids`.
+pub fn holders_csv<'a>(holder_ids: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::from("holder_id,holder_name,registered_on\n");
+    for id in holder_ids {
+        out.push_str(&format!("{id},Holder {id},2020-01-01\n"));
+    }
+    out
+}
+
 /// The last day of the month of `month`.
 pub fn month_end(month: NaiveDate) -> NaiveDate {
     let first = month.with_day(1).unwrap_or(month);
@@ -224,7 +233,11 @@ fn new_account(
         temporary_limit: if rng.gen_bool(0.03) { 50_000 } else { 0 },
         instalment: product_limit / 20,
         balance: rng.gen_range(0..product_limit),
-        months_in_arrears: 0,
+        months_in_arrears: if rng.gen_bool(0.08) {
+            rng.gen_range(1..=3)
+        } else {
+            0
+        },
         admin_change: false,
         statements: 0,
     }
@@ -243,12 +256,14 @@ fn evolve(
     }
     let drift = rng.gen_range(-5..=5) * account.product_limit / 100;
     account.balance = (account.balance + drift).clamp(0, account.product_limit);
-    let worsen = if instalment_lender { 0.08 } else { 0.05 };
+    // Arrears move by at most one month at a time, in a steady state of about
+    // one account in ten: the contributor's total arrears drift, never jump.
+    let worsen = if instalment_lender { 0.03 } else { 0.02 };
     account.months_in_arrears = match account.months_in_arrears {
         0 if rng.gen_bool(worsen) => 1,
         0 => 0,
-        m if rng.gen_bool(0.3) => m - 1,
-        m if rng.gen_bool(0.3) => (m + 1).min(36),
+        m if rng.gen_bool(0.2) => m - 1,
+        m if rng.gen_bool(0.25) => (m + 1).min(36),
         m => m,
     };
 }

@@ -17,12 +17,31 @@ use crate::error::{Error, Result};
 use crate::infra::storage::{Location, Stores};
 use crate::pipeline::claim::DropRef;
 use crate::pipeline::{RunOptions, RunOutcome, run};
-use generate::{Statement, to_csv};
+use generate::{Statement, holders_csv, to_csv};
 
 /// The default configuration, shipped inside the binary so the demo needs no file.
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/credit_statements.toml");
 
+/// The rule files the default configuration names, relative to its folder.
+pub const DEFAULT_RULE_FILES: [(&str, &str); 3] = [
+    (
+        "rules/credit_rules.csv",
+        include_str!("../../config/rules/credit_rules.csv"),
+    ),
+    (
+        "rules/credit_expectations.yaml",
+        include_str!("../../config/rules/credit_expectations.yaml"),
+    ),
+    (
+        "rules/credit_expectations.json",
+        include_str!("../../config/rules/credit_expectations.json"),
+    ),
+];
+
 const DEMO_MARKER: &str = ".silverline-demo";
+
+/// The reference table of account holders.
+pub const HOLDERS: &str = "holders";
 
 /// A self-contained workspace: config, bronze, warehouse, catalog and dq_error under one folder.
 pub struct Workspace {
@@ -32,6 +51,7 @@ pub struct Workspace {
     pub plan: Plan,
     bronze: Location,
     dq_error: Location,
+    holders: Option<Location>,
 }
 
 impl Workspace {
@@ -56,25 +76,51 @@ impl Workspace {
         };
         std::fs::create_dir_all(&config_dir).map_err(io(&config_dir))?;
         std::fs::write(&config_path, config).map_err(io(&config_path))?;
+        for (name, text) in DEFAULT_RULE_FILES {
+            let path = config_dir.join(name);
+            let folder = path.parent().unwrap_or(&config_dir);
+            std::fs::create_dir_all(folder).map_err(io(folder))?;
+            std::fs::write(&path, text).map_err(io(&path))?;
+        }
         std::fs::write(dir.join(DEMO_MARKER), b"").map_err(io(dir))?;
         let plan = parse_plan(config, &config_path, overrides)?;
         let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
         let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
         let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
+        let holders = plan
+            .references
+            .iter()
+            .find(|r| r.name == HOLDERS)
+            .map(|r| stores.open(&r.location, "references 'holders'"))
+            .transpose()?;
         Ok(Workspace {
             dir: dir.to_path_buf(),
             plan,
             bronze,
             dq_error,
+            holders,
         })
     }
 
-    /// Writes `rows` as the drop `drop_id` of `contributor`.
+    /// Writes `rows` as the drop `drop_id` of `contributor`, and registers their holders.
     pub async fn put_drop(
         &self,
         contributor: &str,
         drop_id: &str,
         rows: &[Statement],
+    ) -> Result<()> {
+        self.put_drop_holding_back(contributor, drop_id, rows, &[])
+            .await
+    }
+
+    /// Writes the drop and registers its holders in the `holders` reference,
+    /// except `held_back`: those arrive late (the reference-lag case).
+    pub async fn put_drop_holding_back(
+        &self,
+        contributor: &str,
+        drop_id: &str,
+        rows: &[Statement],
+        held_back: &[&str],
     ) -> Result<()> {
         self.put_file(
             contributor,
@@ -82,7 +128,28 @@ impl Workspace {
             "statements.csv",
             to_csv(rows).into_bytes(),
         )
-        .await
+        .await?;
+        let holders = rows
+            .iter()
+            .map(|r| r.holder.as_str())
+            .filter(|h| !held_back.contains(h));
+        self.register_holders(&format!("{contributor}-{drop_id}"), holders)
+            .await
+    }
+
+    /// Adds holders to the `holders` reference, as a file named after `batch`.
+    pub async fn register_holders<'a>(
+        &self,
+        batch: &str,
+        holder_ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<()> {
+        let Some(holders) = &self.holders else {
+            return Ok(());
+        };
+        let file = format!("holders-{batch}.csv");
+        holders
+            .put(&file, holders_csv(holder_ids).into_bytes())
+            .await
     }
 
     /// Writes one file of a drop as it is.

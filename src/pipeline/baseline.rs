@@ -24,7 +24,7 @@ use iceberg::table::Table;
 use iceberg_datafusion::IcebergStaticTableProvider;
 
 use crate::config::contract::Contract;
-use crate::config::rules::Rule;
+use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
 use crate::infra::query::new_session;
 use crate::transient::{
@@ -73,6 +73,7 @@ pub async fn load_baseline(
 fn prev_columns(contract: &Contract, rules: &[&Rule]) -> BTreeSet<String> {
     let mut columns: BTreeSet<String> = rules
         .iter()
+        .filter(|r| r.scope != Scope::Aggregate)
         .flat_map(|r| r.prev_columns.iter().cloned())
         .collect();
     columns.insert(contract.order_column.clone());

@@ -154,7 +154,7 @@ pub async fn silver_schema_is_the_contract(ws: &Workspace) {
 /// January is compared with December in Silver, February with January and
 /// March with February in the same drop: only February's changed rows fail.
 pub async fn backfill_baselines_each_month_on_the_previous(ws: &Workspace) {
-    let mut bank = bank_with_history(ws, 40).await;
+    let mut bank = bank_with_history(ws, 200).await;
     let [jan, feb, mar] = months(month(2026, 1), 3)[..] else {
         panic!()
     };
@@ -178,7 +178,7 @@ pub async fn backfill_baselines_each_month_on_the_previous(ws: &Workspace) {
         assert_eq!(record["statement_date"], "2026-02-28");
         assert_eq!(error_rules(record), vec!["limit_stable"]);
     }
-    assert_eq!(silver_count(ws).await, 40 + 120 - 5);
+    assert_eq!(silver_count(ws).await, 200 + 600 - 5);
 }
 
 /// A rerun of a committed drop adds no row and no snapshot.
@@ -283,7 +283,14 @@ pub async fn dry_run_commits_nothing(ws: &Workspace) {
 /// Malformed records are quarantined by `parse` with file, line and raw text.
 pub async fn malformed_records_are_quarantined(ws: &Workspace) {
     let mut bank = Portfolio::new("BANK_T", 3, false, 9);
-    let mut text = to_csv(&bank.statements(month(2026, 1), false));
+    let good = bank.statements(month(2026, 1), false);
+    ws.register_holders(
+        "malformed",
+        good.iter().map(|r| r.holder.as_str()).chain(["H1"]),
+    )
+    .await
+    .unwrap();
+    let mut text = to_csv(&good);
     text.push_str(
         "BANK_T,X1,2026-01-31,A,H1,123456789012,,,CARD,ACTIVE,abc,100.00,0.00,5.00,1.00,0.00,0\n",
     );
