@@ -1,7 +1,36 @@
 #!/usr/bin/env bash
-# The project's test command: runs the whole suite (unit, embedded end-to-end,
-# binary). Usage: bash localstack/test.sh [extra cargo test args]
+# The project's test command. Starts the local stacks on loopback (SeaweedFS
+# `weed mini`: S3 + Iceberg REST catalog; LocalStack: S3), installing them on
+# a fresh machine, runs the whole suite (unit, embedded end-to-end, binary,
+# S3 + REST, LocalStack lane) and stops the stacks even when tests fail.
+#
+#   bash localstack/test.sh                 # everything
+#   bash localstack/test.sh --test cli      # extra arguments go to cargo test
+#   SILVERLINE_SKIP_LOCALSTACK=1 bash localstack/test.sh   # without the LocalStack lane
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/silverline-target}"
-cargo test --all-targets "$@"
+stack_home="${SILVERLINE_STACK_HOME:-$HOME/.cache/silverline-stack}"
+
+stop_stacks() {
+  bash localstack/down.sh || true
+  [ -n "${SILVERLINE_SKIP_LOCALSTACK:-}" ] || bash localstack/localstack-down.sh || true
+}
+trap stop_stacks EXIT
+
+# Build first, so that no server waits on the compiler.
+cargo test --all-targets --no-run
+
+bash localstack/up.sh >/dev/null
+# shellcheck source=localstack/env.sh
+source localstack/env.sh
+"$stack_home/venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pyiceberg[pyarrow]==0.12.0'
+export SILVERLINE_PYTHON="$stack_home/venv/bin/python"
+
+if [ -z "${SILVERLINE_SKIP_LOCALSTACK:-}" ]; then
+  bash localstack/localstack-up.sh >/dev/null
+  export SILVERLINE_LOCALSTACK_ENDPOINT="http://127.0.0.1:${SILVERLINE_LOCALSTACK_PORT:-4566}"
+  cargo test --all-targets "$@" -- --include-ignored
+else
+  cargo test --all-targets "$@" -- --include-ignored --skip localstack_
+fi

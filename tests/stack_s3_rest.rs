@@ -257,6 +257,10 @@ fn run_binary(
         .env("SILVERLINE__STORAGE__DQ_ERROR", &plan.storage.dq_error)
         .env("SILVERLINE__TABLE__NAMESPACE", &plan.table.namespace)
         .env(
+            "SILVERLINE__REFERENCES__0__LOCATION",
+            &plan.references[0].location,
+        )
+        .env(
             "SILVERLINE__STORAGE__ENDPOINT",
             plan.storage.s3.endpoint.clone().unwrap_or_default(),
         )
@@ -299,7 +303,7 @@ async fn stack_wrong_credentials_name_the_setting_and_commit_nothing() {
     );
     assert!(code == 2 || code == 3, "{code}: {text}");
     assert!(
-        text.contains("storage.") || text.contains("catalog"),
+        text.contains("storage.bronze") && text.contains("403"),
         "{text}"
     );
     assert!(

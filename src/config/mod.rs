@@ -63,6 +63,8 @@ fn toml_problem(error: &impl std::fmt::Display) -> String {
     error.to_string().trim().replace('\n', "\n    ")
 }
 
+/// Sets dotted `key` to `value` in `document`; a numeric part indexes an array
+/// of tables (`references.0.location`).
 fn apply_override(
     document: &mut toml::Table,
     key: &str,
@@ -72,18 +74,27 @@ fn apply_override(
         .ok()
         .and_then(|mut t| t.remove("v"))
         .unwrap_or_else(|| toml::Value::String(value.to_string()));
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let Some(last) = parts.pop() else {
+    let parts: Vec<&str> = key.split('.').collect();
+    let Some((last, path)) = parts.split_last() else {
         return Err(format!("override '{key}': empty key"));
     };
     let mut table = document;
-    for part in parts {
+    let mut path = path.iter();
+    while let Some(part) = path.next() {
         let entry = table
             .entry(part.to_string())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        table = entry
-            .as_table_mut()
-            .ok_or_else(|| format!("override '{key}': '{part}' is not a table"))?;
+        table = match entry {
+            toml::Value::Table(inner) => inner,
+            toml::Value::Array(items) => {
+                let index = path.next().and_then(|i| i.parse::<usize>().ok());
+                let item = index.and_then(|i| items.get_mut(i));
+                item.and_then(toml::Value::as_table_mut).ok_or_else(|| {
+                    format!("override '{key}': '{part}' needs the index of an existing entry")
+                })?
+            }
+            _ => return Err(format!("override '{key}': '{part}' is not a table")),
+        };
     }
     table.insert(last.to_string(), parsed);
     Ok(())
@@ -100,6 +111,10 @@ mod tests {
         order_column = "day"
         contributor_column = "id"
         columns = [{ name = "id", type = "string" }, { name = "day", type = "date" }]
+        [[rules]]
+        name = "r"
+        expression = "id IS NOT NULL"
+        severity = "critical"
         [table]
         name = "t"
         [storage]
@@ -121,6 +136,7 @@ mod tests {
             ("storage.path_style".to_string(), "true".to_string()),
             ("baseline.lookback_months".to_string(), "6".to_string()),
             ("table.namespace".to_string(), "t_1".to_string()),
+            ("rules.0.severity".to_string(), "warn".to_string()),
         ];
         let plan = parse_plan(MINIMAL, Path::new("/x/c.toml"), &overrides).unwrap();
         assert_eq!(
@@ -130,6 +146,7 @@ mod tests {
         assert!(plan.storage.s3.path_style);
         assert_eq!(plan.lookback_months, 6);
         assert_eq!(plan.table.namespace, "t_1");
+        assert_eq!(plan.rules[0].severity, crate::config::rules::Severity::Warn);
     }
 
     #[test]

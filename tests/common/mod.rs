@@ -45,6 +45,10 @@ pub async fn stack_workspace() -> TestWorkspace {
         ),
         ("catalog.uri".to_string(), rest_uri),
         ("table.namespace".to_string(), format!("t_{id}")),
+        (
+            "references.0.location".to_string(),
+            format!("s3://lake/{id}/reference/holders"),
+        ),
     ];
     let config = std::fs::read_to_string("config/localstack.toml").unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -128,4 +132,40 @@ pub fn error_rules(record: &BTreeMap<String, String>) -> Vec<String> {
         .iter()
         .map(|e| e["rule"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// A workspace whose storage is LocalStack S3 (`localstack/localstack-up.sh`) and whose
+/// catalog is the embedded SQL catalog with its warehouse on that S3.
+pub async fn localstack_workspace() -> TestWorkspace {
+    let endpoint = std::env::var("SILVERLINE_LOCALSTACK_ENDPOINT").unwrap_or_else(|_| {
+        panic!("SILVERLINE_LOCALSTACK_ENDPOINT is not set: run the suite with `bash localstack/test.sh`, or `bash localstack/localstack-up.sh`")
+    });
+    let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let overrides = vec![
+        ("storage.endpoint".to_string(), endpoint),
+        ("storage.bronze".to_string(), format!("s3://bronze/{id}")),
+        (
+            "storage.dq_error".to_string(),
+            format!("s3://lake/{id}/dq_error"),
+        ),
+        ("catalog.type".to_string(), "sql".to_string()),
+        (
+            "catalog.uri".to_string(),
+            format!("sqlite://{}/catalog.db", tmp.path().display()),
+        ),
+        (
+            "catalog.warehouse".to_string(),
+            format!("s3://warehouse/{id}"),
+        ),
+        (
+            "references.0.location".to_string(),
+            format!("s3://lake/{id}/reference/holders"),
+        ),
+    ];
+    let config = std::fs::read_to_string("config/localstack.toml").unwrap();
+    let ws = Workspace::create_with(&tmp.path().join("ws"), &config, &overrides)
+        .await
+        .unwrap();
+    TestWorkspace { tmp, ws }
 }

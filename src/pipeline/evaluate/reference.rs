@@ -28,9 +28,9 @@ pub async fn join_references(
         let schema = batches
             .first()
             .map(|b| b.schema())
-            .ok_or_else(|| Error::BadDrop {
-                location: reference.location.clone(),
-                reason: format!("reference '{}' has no rows", reference.name),
+            .ok_or_else(|| Error::Usage {
+                arg: format!("references '{}'", reference.name),
+                reason: format!("no rows found under {}", reference.location),
             })?;
         let table_name = format!("reference_{}", reference.name);
         let table = MemTable::try_new(schema, vec![batches]).map_err(Error::query("reference"))?;
