@@ -318,6 +318,20 @@ pub fn double_limits(rows: &mut [Statement], every: usize) -> usize {
     damaged
 }
 
+/// Corruption 2, a truncated extract: only every other account arrives.
+pub fn truncate(rows: Vec<Statement>) -> Vec<Statement> {
+    rows.into_iter().step_by(2).collect()
+}
+
+/// Corruption 4, arrears collapse: every `amount_in_arrears` 90% lower. Rows
+/// stay consistent (arrears still imply months in arrears), so only the
+/// contributor's total, compared with last month, can tell.
+pub fn collapse_arrears(rows: &mut [Statement]) {
+    for row in rows.iter_mut() {
+        row.arrears /= 10;
+    }
+}
+
 /// The first day of each of `count` months starting at `first`.
 pub fn months(first: NaiveDate, count: u32) -> Vec<NaiveDate> {
     (0..count)

@@ -5,7 +5,9 @@
 use chrono::NaiveDate;
 
 use super::Workspace;
-use super::generate::{Portfolio, Statement, double_limits, mis_map_limits, months};
+use super::generate::{
+    Portfolio, Statement, collapse_arrears, double_limits, mis_map_limits, months, truncate,
+};
 use crate::error::Result;
 use crate::pipeline::RunOptions;
 use crate::pipeline::summary::Summary;
@@ -16,11 +18,15 @@ pub const BANK: &str = "BANK_A";
 pub const LENDER: &str = "BNPL_7";
 /// The contributor with no history.
 pub const NEWCOMER: &str = "NEWBANK_1";
+/// A new lender some of whose holders are not in the reference yet.
+pub const LATE_HOLDERS: &str = "NEWBNPL_2";
 
 /// Accounts per contributor.
 const BANK_ACCOUNTS: usize = 300;
 const LENDER_ACCOUNTS: usize = 200;
 const NEWCOMER_ACCOUNTS: usize = 80;
+/// Holders of the late contributor not yet in the reference.
+const LATE_HOLDER_COUNT: usize = 5;
 /// Accounts whose limits change silently in the backfill's second month.
 const SILENT_CHANGES: usize = 12;
 
@@ -37,6 +43,10 @@ pub struct Scenario {
     pub rows: Vec<Statement>,
     /// Rows the generator damaged: exactly these must be quarantined.
     pub expected_quarantined: u64,
+    /// Rows whose holders are held back from the reference: exactly these must be pending.
+    pub expected_pending: u64,
+    /// Holders left out of the reference.
+    pub held_back: Vec<String>,
     /// The rule that must catch them.
     pub expected_rule: Option<&'static str>,
 }
@@ -71,14 +81,17 @@ impl ScenarioResult {
             .collect()
     }
 
-    /// Quarantined exactly the damaged rows, and by the rule meant to catch them.
+    /// Set aside exactly the damaged rows, and by the rule meant to catch them.
     pub fn as_expected(&self) -> bool {
-        let quarantined = self.summary.counts.quarantined == self.scenario.expected_quarantined;
-        let by_rule = self
-            .scenario
+        let counts = &self.summary.counts;
+        let scenario = &self.scenario;
+        let set_aside = scenario.expected_quarantined + scenario.expected_pending;
+        let by_rule = scenario
             .expected_rule
-            .is_none_or(|rule| self.failed(rule) == self.scenario.expected_quarantined);
-        quarantined && by_rule
+            .is_none_or(|rule| self.failed(rule) == set_aside);
+        counts.quarantined == scenario.expected_quarantined
+            && counts.pending == scenario.expected_pending
+            && by_rule
     }
 }
 
@@ -103,6 +116,8 @@ fn history(portfolio: &mut Portfolio, contributor: &'static str) -> Scenario {
         rows,
         expected_quarantined: 0,
         expected_rule: None,
+        expected_pending: 0,
+        held_back: Vec::new(),
     }
 }
 
@@ -119,6 +134,8 @@ pub fn build_all() -> Vec<Scenario> {
         rows: bank.statements(month(2026, 11), false),
         expected_quarantined: 0,
         expected_rule: None,
+        expected_pending: 0,
+        held_back: Vec::new(),
     });
     scenarios.push(backfill_with_silent_change(&mut bank));
     let mut mis_mapped = bank.statements(month(2027, 3), false);
@@ -130,6 +147,8 @@ pub fn build_all() -> Vec<Scenario> {
         rows: mis_mapped,
         expected_quarantined: damaged as u64,
         expected_rule: Some("limit_stable"),
+        expected_pending: 0,
+        held_back: Vec::new(),
     });
     let mut doubled = lender.statements(month(2026, 11), false);
     let damaged = double_limits(&mut doubled, 10);
@@ -140,7 +159,12 @@ pub fn build_all() -> Vec<Scenario> {
         rows: doubled,
         expected_quarantined: damaged as u64,
         expected_rule: Some("limit_stable"),
+        expected_pending: 0,
+        held_back: Vec::new(),
     });
+    scenarios.push(truncated_extract(&mut lender));
+    scenarios.push(arrears_collapse(&mut bank));
+    scenarios.push(reference_lag());
     scenarios.push(Scenario {
         name: "6 new contributor",
         contributor: NEWCOMER,
@@ -148,8 +172,65 @@ pub fn build_all() -> Vec<Scenario> {
         rows: newcomer.statements(month(2026, 11), false),
         expected_quarantined: 0,
         expected_rule: None,
+        expected_pending: 0,
+        held_back: Vec::new(),
     });
     scenarios
+}
+
+/// Corruption 2: half of the lender's accounts are missing from its next month.
+fn truncated_extract(lender: &mut Portfolio) -> Scenario {
+    let rows = truncate(lender.statements(month(2026, 12), false));
+    Scenario {
+        name: "2 truncated extract",
+        contributor: LENDER,
+        drop_id: "2026-12".to_string(),
+        expected_quarantined: rows.len() as u64,
+        rows,
+        expected_rule: Some("volume"),
+        expected_pending: 0,
+        held_back: Vec::new(),
+    }
+}
+
+/// Corruption 4: every arrears amount of the bank's next month 90% lower.
+fn arrears_collapse(bank: &mut Portfolio) -> Scenario {
+    let mut rows = bank.statements(month(2027, 4), false);
+    collapse_arrears(&mut rows);
+    Scenario {
+        name: "4 arrears collapse",
+        contributor: BANK,
+        drop_id: "2027-04".to_string(),
+        expected_quarantined: rows.len() as u64,
+        rows,
+        expected_rule: Some("arrears_total"),
+        expected_pending: 0,
+        held_back: Vec::new(),
+    }
+}
+
+/// Reference lag: a few holders registered after the reference snapshot was taken.
+fn reference_lag() -> Scenario {
+    let rows = Portfolio::new(LATE_HOLDERS, 60, true, 44).statements(month(2026, 11), false);
+    let held_back: Vec<String> = rows
+        .iter()
+        .take(LATE_HOLDER_COUNT)
+        .map(|r| r.holder.clone())
+        .collect();
+    let pending = rows
+        .iter()
+        .filter(|r| held_back.contains(&r.holder))
+        .count();
+    Scenario {
+        name: "reference lag",
+        contributor: LATE_HOLDERS,
+        drop_id: "2026-11".to_string(),
+        rows,
+        expected_quarantined: 0,
+        expected_rule: Some("holder_exists"),
+        expected_pending: pending as u64,
+        held_back,
+    }
 }
 
 /// Corruption 5: three months in one drop; limits change silently before the
@@ -167,6 +248,8 @@ fn backfill_with_silent_change(bank: &mut Portfolio) -> Scenario {
         rows,
         expected_quarantined: SILENT_CHANGES as u64,
         expected_rule: Some("limit_stable"),
+        expected_pending: 0,
+        held_back: Vec::new(),
     }
 }
 
@@ -174,15 +257,13 @@ fn backfill_with_silent_change(bank: &mut Portfolio) -> Scenario {
 pub async fn run_all(workspace: &Workspace) -> Result<Vec<ScenarioResult>> {
     let mut results = Vec::new();
     for scenario in build_all() {
+        let held_back: Vec<&str> = scenario.held_back.iter().map(String::as_str).collect();
+        let (contributor, drop_id) = (scenario.contributor, scenario.drop_id.as_str());
         workspace
-            .put_drop(scenario.contributor, &scenario.drop_id, &scenario.rows)
+            .put_drop_holding_back(contributor, drop_id, &scenario.rows, &held_back)
             .await?;
         let outcome = workspace
-            .run_drop(
-                scenario.contributor,
-                &scenario.drop_id,
-                &RunOptions::default(),
-            )
+            .run_drop(contributor, drop_id, &RunOptions::default())
             .await?;
         results.push(ScenarioResult {
             scenario,
@@ -194,46 +275,54 @@ pub async fn run_all(workspace: &Workspace) -> Result<Vec<ScenarioResult>> {
 
 /// The results as a text table.
 pub fn render_table(results: &[ScenarioResult]) -> String {
-    let mut out = format!(
-        "{:<24} {:<10} {:<26} {:>8} {:>9} {:>11} {:>8} {:>13}  {}\n",
-        "scenario",
-        "contrib.",
-        "drop",
+    let header = [
         "received",
         "committed",
         "quarantined",
+        "pending",
         "expected",
         "trend skipped",
-        "rules that fired"
-    );
+    ];
+    let mut out = format!("{:<24} {:<10} {:<26}", "scenario", "contrib.", "drop");
+    for title in header {
+        out.push_str(&format!(" {title:>w$}", w = title.len().max(8)));
+    }
+    out.push_str("  rules that fired\n");
     for r in results {
         let c = &r.summary.counts;
+        let expected = r.scenario.expected_quarantined + r.scenario.expected_pending;
+        let skipped = r.summary.baseline.trend_checks_skipped;
+        let values = [
+            c.received,
+            c.committed,
+            c.quarantined,
+            c.pending,
+            expected,
+            skipped,
+        ];
+        out.push_str(&format!(
+            "{:<24} {:<10} {:<26}",
+            r.scenario.name, r.scenario.contributor, r.scenario.drop_id
+        ));
+        for (title, value) in header.iter().zip(values) {
+            out.push_str(&format!(" {value:>w$}", w = title.len().max(8)));
+        }
         let fired: Vec<String> = r
             .fired()
             .iter()
             .map(|(rule, n)| format!("{rule}:{n}"))
             .collect();
-        out.push_str(&format!(
-            "{:<24} {:<10} {:<26} {:>8} {:>9} {:>11} {:>8} {:>13}  {}{}\n",
-            r.scenario.name,
-            r.scenario.contributor,
-            r.scenario.drop_id,
-            c.received,
-            c.committed,
-            c.quarantined,
-            r.scenario.expected_quarantined,
-            r.summary.baseline.trend_checks_skipped,
-            if fired.is_empty() {
-                "-".to_string()
-            } else {
-                fired.join(" ")
-            },
-            if r.as_expected() {
-                ""
-            } else {
-                "   <- NOT AS EXPECTED"
-            }
-        ));
+        let fired = if fired.is_empty() {
+            "-".to_string()
+        } else {
+            fired.join(" ")
+        };
+        let verdict = if r.as_expected() {
+            ""
+        } else {
+            "   <- NOT AS EXPECTED"
+        };
+        out.push_str(&format!("  {fired}{verdict}\n"));
     }
     out
 }

@@ -93,6 +93,20 @@ pub async fn silver_count(ws: &Workspace) -> usize {
         .sum()
 }
 
+/// Every `account_id` in Silver.
+pub async fn silver_accounts(ws: &Workspace) -> std::collections::BTreeSet<String> {
+    let mut accounts = std::collections::BTreeSet::new();
+    for batch in silver_batches(ws).await {
+        let column = batch.column_by_name("account_id").unwrap();
+        let column = column
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        accounts.extend(column.iter().flatten().map(str::to_string));
+    }
+    accounts
+}
+
 /// Number of snapshots of Silver.
 pub async fn snapshot_count(ws: &Workspace) -> usize {
     silver_table(ws).await.metadata().snapshots().len()

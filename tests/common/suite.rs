@@ -11,7 +11,10 @@ use silverline::pipeline::summary::RunStatus;
 use silverline::pipeline::{RunOptions, TestHooks};
 use silverline::{Error, ErrorClass};
 
-use super::{dq_records, error_rules, silver_batches, silver_count, silver_table, snapshot_count};
+use super::{
+    dq_records, error_rules, silver_accounts, silver_batches, silver_count, silver_table,
+    snapshot_count,
+};
 
 fn month(y: i32, m: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(y, m, 1).unwrap()
@@ -36,40 +39,28 @@ pub async fn scenarios_are_caught_exactly(ws: &Workspace) {
     let results = run_all(ws).await.unwrap();
     let mut total_committed = 0;
     for r in &results {
-        let counts = &r.summary.counts;
-        assert_eq!(
-            r.summary.status,
-            RunStatus::Committed,
-            "{}",
-            r.scenario.name
-        );
-        assert_eq!(
-            counts.received,
-            r.scenario.rows.len() as u64,
-            "{}",
-            r.scenario.name
-        );
+        let (counts, name) = (&r.summary.counts, r.scenario.name);
+        assert_eq!(r.summary.status, RunStatus::Committed, "{name}");
+        assert_eq!(counts.received, r.scenario.rows.len() as u64, "{name}");
         assert_eq!(
             counts.quarantined, r.scenario.expected_quarantined,
-            "{}",
-            r.scenario.name
+            "{name}"
         );
+        assert_eq!(counts.pending, r.scenario.expected_pending, "{name}");
         assert_eq!(
             counts.received,
-            counts.committed + counts.quarantined + counts.dropped
+            counts.committed + counts.quarantined + counts.dropped + counts.pending
         );
         if let Some(rule) = r.scenario.expected_rule {
-            assert_eq!(
-                r.failed(rule),
-                r.scenario.expected_quarantined,
-                "{}: {rule}",
-                r.scenario.name
-            );
-            for record in dq_records(ws, &r.summary, "quarantine").await {
-                assert!(
-                    error_rules(&record).contains(&rule.to_string()),
-                    "{record:?}"
-                );
+            let set_aside = r.scenario.expected_quarantined + r.scenario.expected_pending;
+            assert_eq!(r.failed(rule), set_aside, "{name}: {rule}");
+            for kind in ["quarantine", "pending"] {
+                for record in dq_records(ws, &r.summary, kind).await {
+                    assert!(
+                        error_rules(&record).contains(&rule.to_string()),
+                        "{record:?}"
+                    );
+                }
             }
         }
         total_committed += counts.committed;
@@ -77,6 +68,51 @@ pub async fn scenarios_are_caught_exactly(ws: &Workspace) {
     assert_eq!(silver_count(ws).await as u64, total_committed);
     clean_month_has_full_baseline(&results);
     newcomer_trend_checks_are_skipped(&results);
+    backfill_aggregates_compare_each_month_with_the_previous(&results);
+    pending_rows_are_kept_out_of_silver(ws, &results).await;
+}
+
+/// In the backfill, each month's metrics are compared with the month before
+/// it in the same drop, and the first with the last committed month.
+fn backfill_aggregates_compare_each_month_with_the_previous(results: &[ScenarioResult]) {
+    let clean = results
+        .iter()
+        .find(|r| r.scenario.name == "clean month")
+        .unwrap();
+    let backfill = results
+        .iter()
+        .find(|r| r.scenario.name.starts_with("5 backfill"))
+        .unwrap();
+    let periods = &backfill.summary.aggregates;
+    assert_eq!(periods.len(), 3);
+    assert_eq!(periods[0].previous, clean.summary.aggregates[0].metrics);
+    assert_eq!(periods[1].previous, periods[0].metrics);
+    assert_eq!(periods[2].previous, periods[1].metrics);
+    for period in periods.iter().chain(&clean.summary.aggregates) {
+        assert!(period.rules.values().all(|v| v == "pass"), "{period:?}");
+    }
+}
+
+/// Rows whose holder is missing are pending, with the rule's code, and not in Silver.
+async fn pending_rows_are_kept_out_of_silver(ws: &Workspace, results: &[ScenarioResult]) {
+    let lag = results
+        .iter()
+        .find(|r| r.scenario.name == "reference lag")
+        .unwrap();
+    let pending = dq_records(ws, &lag.summary, "pending").await;
+    assert_eq!(pending.len() as u64, lag.scenario.expected_pending);
+    let silver_accounts = silver_accounts(ws).await;
+    for record in &pending {
+        assert!(
+            lag.scenario.held_back.contains(&record["holder_id"]),
+            "{record:?}"
+        );
+        assert_eq!(error_rules(record), vec!["holder_exists"]);
+        assert!(
+            !silver_accounts.contains(&record["account_id"]),
+            "{record:?}"
+        );
+    }
 }
 
 fn clean_month_has_full_baseline(results: &[ScenarioResult]) {
