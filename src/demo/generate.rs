@@ -332,6 +332,15 @@ pub fn collapse_arrears(rows: &mut [Statement]) {
     }
 }
 
+/// Arrears of the first `count` rows jump by `months` (arrears amounts follow),
+/// a movement fine for a bank (at most 2) and not for an instalment lender (at most 1).
+pub fn jump_arrears(rows: &mut [Statement], count: usize, months: i32) {
+    for row in rows.iter_mut().take(count) {
+        row.months_in_arrears += months;
+        row.arrears = row.instalment * i64::from(row.months_in_arrears);
+    }
+}
+
 /// The first day of each of `count` months starting at `first`.
 pub fn months(first: NaiveDate, count: u32) -> Vec<NaiveDate> {
     (0..count)

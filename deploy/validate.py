@@ -1,0 +1,724 @@
+#!/usr/bin/env python3
+"""Validates silverline's deployment manifests (deploy/k8s), offline.
+
+    python deploy/validate.py [--k8s-versions 1.31,1.37] [--counts FILE] [PATH ...]
+    python deploy/validate.py render-configmap > deploy/k8s/configmap.yaml
+
+PATH defaults to every *.yaml under deploy/k8s. Each YAML document is checked:
+
+  schema     Kubernetes kinds against the JSON schemas bundled in the
+             `kubernetes-validate` package, strict (an unknown field is an
+             error), for each Kubernetes version asked for. Argo kinds
+             (argoproj.io/*) against a JSON schema derived from the pydantic
+             models of the `hera` package (generated from Argo Workflows'
+             own OpenAPI spec), made strict the same way. A kind with no
+             schema is a failure, not a warning.
+  contract   silverline's exit-code contract: the CronJob retries only exit
+             code 3 (podFailurePolicy, restartPolicy Never, Forbid); the Argo
+             template retries only exit code 3, fans out with withParam under
+             a parallelism limit and has an exit handler that alerts.
+  refs       every template, ServiceAccount, ConfigMap (and key), Secret and
+             volume a manifest names exists among the documents checked;
+             {{inputs.parameters.x}} / {{workflow.parameters.x}} are declared.
+  configmap  deploy/k8s/configmap.yaml holds exactly the files of config/
+             it was rendered from (render-configmap regenerates it).
+  check-config  if a silverline binary is found (SILVERLINE_BIN, or a cargo
+             target dir), `silverline check-config` on the ConfigMap's files
+             with the env ConfigMap's overrides applied; skipped otherwise.
+
+Prints one line per check and, last, `manifests: N passed, M failed`.
+Exit status: 0 if nothing failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+DEPLOY = Path(__file__).resolve().parent
+REPO = DEPLOY.parent
+K8S_DIR = DEPLOY / "k8s"
+CONFIG_DIR = REPO / "config"
+
+# The config files the ConfigMap carries: key -> path relative to config/.
+# The path is also where the pod sees the file under /etc/silverline.
+CONFIGMAP_NAME = "silverline-config"
+CONFIGMAP_FILES = {
+    "credit_statements.toml": "credit_statements.toml",
+    "credit_rules.csv": "rules/credit_rules.csv",
+    "credit_expectations.yaml": "rules/credit_expectations.yaml",
+    "credit_expectations.json": "rules/credit_expectations.json",
+}
+CONFIG_MOUNT = "/etc/silverline"
+MAIN_CONFIG = "credit_statements.toml"
+
+DEFAULT_K8S_VERSIONS = "1.31,1.37"
+
+
+# --------------------------------------------------------------------------
+# results
+
+
+class Results:
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failed = 0
+        self.skipped = 0
+
+    def ok(self, what: str) -> None:
+        self.passed += 1
+        print(f"PASS {what}")
+
+    def fail(self, what: str, why: str) -> None:
+        self.failed += 1
+        print(f"FAIL {what}: {why}")
+
+    def skip(self, what: str, why: str) -> None:
+        self.skipped += 1
+        print(f"SKIP {what}: {why}")
+
+    def check(self, what: str, problems: list[str]) -> None:
+        if problems:
+            self.fail(what, "; ".join(problems))
+        else:
+            self.ok(what)
+
+
+class Doc:
+    """One YAML document of a manifest file."""
+
+    def __init__(self, path: Path, index: int, body: dict) -> None:
+        self.path = path
+        self.index = index
+        self.body = body
+
+    @property
+    def kind(self) -> str:
+        return str(self.body.get("kind", "?"))
+
+    @property
+    def name(self) -> str:
+        return str((self.body.get("metadata") or {}).get("name", "?"))
+
+    @property
+    def api_version(self) -> str:
+        return str(self.body.get("apiVersion", "?"))
+
+    def label(self) -> str:
+        try:
+            shown = self.path.relative_to(REPO)
+        except ValueError:
+            shown = self.path
+        return f"{shown} {self.kind}/{self.name}"
+
+
+def load_docs(paths: list[Path], results: Results) -> list[Doc]:
+    docs: list[Doc] = []
+    for path in paths:
+        try:
+            bodies = [b for b in yaml.safe_load_all(path.read_text()) if b is not None]
+        except (OSError, yaml.YAMLError) as err:
+            results.fail(f"{path} yaml", str(err).replace("\n", " "))
+            continue
+        bad = [i for i, b in enumerate(bodies) if not isinstance(b, dict)]
+        if bad or not bodies:
+            results.fail(f"{path} yaml", "every document must be a mapping, and there must be one")
+            continue
+        results.ok(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path} yaml ({len(bodies)} documents)")
+        docs.extend(Doc(path, i, b) for i, b in enumerate(bodies))
+    return docs
+
+
+# --------------------------------------------------------------------------
+# schemas
+
+
+def strict(schema):
+    """Returns the schema with additionalProperties: false on every object that lists properties."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(v) for v in schema]
+    return schema
+
+
+_ARGO_VALIDATORS: dict[str, object] = {}
+
+
+def argo_validator(kind: str):
+    """A jsonschema validator for an Argo kind, from hera's models, cached on disk per hera version."""
+    if kind in _ARGO_VALIDATORS:
+        return _ARGO_VALIDATORS[kind]
+    import jsonschema
+    from hera import _version as hera_version
+    from hera.workflows import models
+
+    model = getattr(models, kind, None)
+    if model is None or not hasattr(model, "model_json_schema"):
+        _ARGO_VALIDATORS[kind] = None
+        return None
+    cache_dir = Path(os.environ.get("SILVERLINE_DEPLOY_SCHEMA_CACHE", tempfile.gettempdir()))
+    version = getattr(hera_version, "version", None) or getattr(hera_version, "__version__", "unknown")
+    cache = cache_dir / f"argo-{kind}-hera-{version}.schema.json"
+    try:
+        schema = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        schema = strict(model.model_json_schema(by_alias=True, mode="validation"))
+        schema["required"] = sorted(set(schema.get("required", [])) | {"apiVersion", "kind", "metadata", "spec"})
+        schema["properties"]["apiVersion"] = {"const": "argoproj.io/v1alpha1"}
+        schema["properties"]["kind"] = {"const": kind}
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(schema))
+            tmp.replace(cache)
+        except OSError:
+            pass
+    validator = jsonschema.Draft202012Validator(schema)
+    _ARGO_VALIDATORS[kind] = validator
+    return validator
+
+
+def schema_errors(validator, body: dict, limit: int = 5) -> list[str]:
+    from jsonschema.exceptions import best_match
+
+    errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+    out = []
+    for err in errors[:limit]:
+        # anyOf/oneOf errors hide the useful one among their context
+        err = best_match([err]) if not err.context else best_match(err.context)
+        where = ".".join(str(p) for p in err.absolute_path) or "(root)"
+        out.append(f"{where}: {err.message[:300]}")
+    if len(errors) > limit:
+        out.append(f"... {len(errors) - limit} more")
+    return out
+
+
+def check_schemas(docs: list[Doc], versions: list[str], results: Results) -> None:
+    import kubernetes_validate.utils as kv
+
+    for doc in docs:
+        if doc.api_version.startswith("argoproj.io/"):
+            validator = argo_validator(doc.kind)
+            what = f"schema {doc.label()} (argo, hera {hera_version_string()})"
+            if validator is None:
+                results.fail(what, f"no Argo schema for kind {doc.kind}")
+                continue
+            results.check(what, schema_errors(validator, doc.body))
+            continue
+        for version in versions:
+            what = f"schema {doc.label()} (kubernetes {version}, strict)"
+            try:
+                kv.validate(doc.body, version, strict=True)
+            except kv.ValidationError as err:
+                where = ".".join(str(p) for p in err.path) or "(root)"
+                results.fail(what, f"{where}: {err.message[:300]}")
+            except kv.SchemaNotFoundError as err:
+                results.fail(what, err.message)
+            except kv.VersionNotSupportedError as err:
+                results.fail(what, err.message)
+            except Exception as err:  # a broken document (no apiVersion, ...) is a failure too
+                results.fail(what, f"{type(err).__name__}: {err}")
+            else:
+                results.ok(what)
+
+
+def hera_version_string() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("hera")
+    except Exception:
+        return "?"
+
+
+# --------------------------------------------------------------------------
+# silverline's exit-code contract
+
+
+def dig(body, *path, default=None):
+    for part in path:
+        if isinstance(body, dict):
+            body = body.get(part)
+        elif isinstance(body, list) and isinstance(part, int) and part < len(body):
+            body = body[part]
+        else:
+            return default
+        if body is None:
+            return default
+    return body
+
+
+def container_named(pod_spec: dict, name: str) -> dict | None:
+    for container in pod_spec.get("containers") or []:
+        if container.get("name") == name:
+            return container
+    return None
+
+
+def hardened_container_problems(where: str, container: dict, pod_security: dict) -> list[str]:
+    problems = []
+    sc = container.get("securityContext") or {}
+    if sc.get("readOnlyRootFilesystem") is not True:
+        problems.append(f"{where}: securityContext.readOnlyRootFilesystem must be true")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        problems.append(f"{where}: securityContext.allowPrivilegeEscalation must be false")
+    if "ALL" not in (dig(sc, "capabilities", "drop") or []):
+        problems.append(f"{where}: securityContext.capabilities.drop must include ALL")
+    if not (sc.get("runAsNonRoot") or pod_security.get("runAsNonRoot")):
+        problems.append(f"{where}: runAsNonRoot must be true (pod or container)")
+    mounts = {m.get("mountPath"): m for m in container.get("volumeMounts") or []}
+    if "/tmp" not in mounts:
+        problems.append(f"{where}: needs a writable volume at /tmp (the root filesystem is read-only)")
+    if CONFIG_MOUNT not in mounts:
+        problems.append(f"{where}: needs the config volume at {CONFIG_MOUNT}")
+    limits = dig(container, "resources", "limits") or {}
+    requests = dig(container, "resources", "requests") or {}
+    for key in ("cpu", "memory"):
+        if key not in requests:
+            problems.append(f"{where}: resources.requests.{key} missing")
+    if "memory" not in limits:
+        problems.append(f"{where}: resources.limits.memory missing")
+    return problems
+
+
+def exit_code_rules(policy: dict) -> list[tuple[str, str, list[int]]]:
+    out = []
+    for rule in policy.get("rules") or []:
+        codes = rule.get("onExitCodes")
+        if codes:
+            out.append((rule.get("action"), codes.get("operator"), list(codes.get("values") or [])))
+    return out
+
+
+def first_matching_action(policy: dict, container: str, code: int) -> str | None:
+    """The podFailurePolicy action Kubernetes takes for a container exit code (first matching rule)."""
+    for rule in policy.get("rules") or []:
+        codes = rule.get("onExitCodes")
+        if not codes:
+            continue
+        if codes.get("containerName") not in (None, container):
+            continue
+        values = codes.get("values") or []
+        hit = code in values if codes.get("operator") == "In" else code not in values
+        if hit:
+            return rule.get("action")
+    return None
+
+
+def check_cronjob_contract(doc: Doc) -> list[str]:
+    problems = []
+    spec = doc.body.get("spec") or {}
+    if spec.get("concurrencyPolicy") != "Forbid":
+        problems.append("spec.concurrencyPolicy must be Forbid")
+    job = dig(spec, "jobTemplate", "spec") or {}
+    pod = dig(job, "template", "spec") or {}
+    if pod.get("restartPolicy") != "Never":
+        problems.append("podFailurePolicy requires template.spec.restartPolicy: Never")
+    policy = job.get("podFailurePolicy")
+    containers = pod.get("containers") or []
+    if len(containers) != 1:
+        problems.append("expected exactly one container (the silverline run)")
+        return problems
+    container = containers[0]
+    name = container.get("name")
+    if not policy:
+        problems.append("spec.jobTemplate.spec.podFailurePolicy missing (retries are decided by exit code)")
+    else:
+        expected = {1: "FailJob", 2: "FailJob", 3: "Count", 101: "FailJob"}
+        for code, action in expected.items():
+            got = first_matching_action(policy, name, code)
+            if got != action:
+                problems.append(f"exit code {code} must map to {action}, maps to {got}")
+        if (job.get("backoffLimit") or 0) < 1:
+            problems.append("backoffLimit must be >= 1, or exit code 3 (Count) is never retried")
+    problems += hardened_container_problems(f"container {name}", container, pod.get("securityContext") or {})
+    if pod.get("serviceAccountName") is None:
+        problems.append("template.spec.serviceAccountName missing (IRSA)")
+    return problems
+
+
+def check_argo_contract(doc: Doc) -> list[str]:
+    problems = []
+    spec = doc.body.get("spec") or {}
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    params = {p.get("name") for p in dig(spec, "arguments", "parameters", default=[]) or []}
+    for needed in ("cycle", "contributors"):
+        if needed not in params:
+            problems.append(f"spec.arguments.parameters must declare '{needed}'")
+    fan_outs = [
+        (t, step)
+        for t in templates.values()
+        for group in t.get("steps") or []
+        for step in group or []
+        if "withParam" in step
+    ] + [(t, task) for t in templates.values() for task in dig(t, "dag", "tasks", default=[]) or [] if "withParam" in task]
+    if not fan_outs:
+        problems.append("no step fans out with withParam over the contributors")
+    for parent, step in fan_outs:
+        if "contributors" not in str(step.get("withParam")):
+            problems.append(f"step {step.get('name')}: withParam should read workflow.parameters.contributors")
+        if not (parent.get("parallelism") or spec.get("parallelism")):
+            problems.append(f"template {parent.get('name')}: fan-out without a parallelism limit")
+        if parent.get("failFast") is not False:
+            problems.append(f"template {parent.get('name')}: failFast: false, or one bad drop stops the others")
+        run = templates.get(step.get("template"))
+        if run is None:
+            continue
+        retry = run.get("retryStrategy") or {}
+        expression = re.sub(r"\s+", "", str(retry.get("expression", "")))
+        if "lastRetry.exitCode)==3" not in expression:
+            problems.append(f"template {run.get('name')}: retryStrategy.expression must retry only exit code 3")
+        if not retry.get("limit"):
+            problems.append(f"template {run.get('name')}: retryStrategy.limit missing")
+        if not retry.get("backoff"):
+            problems.append(f"template {run.get('name')}: retryStrategy.backoff missing")
+        container = run.get("container") or {}
+        if container.get("command") != ["silverline"]:
+            problems.append(f"template {run.get('name')}: container.command should be [silverline]")
+        problems += hardened_container_problems(
+            f"template {run.get('name')}", container, spec.get("securityContext") or {}
+        )
+    on_exit = spec.get("onExit")
+    if not on_exit or on_exit not in templates:
+        problems.append("spec.onExit must name an exit-handler template")
+    else:
+        text = json.dumps(templates[on_exit]) + json.dumps(
+            [templates.get(s.get("template")) for g in templates[on_exit].get("steps") or [] for s in g]
+        )
+        if "workflow.status" not in text or "workflow.failures" not in text or "exit code" not in text:
+            problems.append(
+                "the exit handler must run on failure ({{workflow.status}}) and read exit codes from {{workflow.failures}}"
+            )
+    if not spec.get("serviceAccountName"):
+        problems.append("spec.serviceAccountName missing (IRSA)")
+    return problems
+
+
+def check_contracts(docs: list[Doc], results: Results) -> None:
+    for doc in docs:
+        if doc.kind == "CronJob":
+            results.check(f"contract {doc.label()}", check_cronjob_contract(doc))
+        elif doc.kind == "WorkflowTemplate":
+            results.check(f"contract {doc.label()}", check_argo_contract(doc))
+
+
+# --------------------------------------------------------------------------
+# references between documents
+
+
+def pod_specs(doc: Doc) -> list[tuple[str, dict, list[dict]]]:
+    """(where, pod-level spec, containers) for every pod a document creates."""
+    body = doc.body
+    if doc.kind == "CronJob":
+        pod = dig(body, "spec", "jobTemplate", "spec", "template", "spec") or {}
+        return [("pod", pod, list(pod.get("containers") or []) + list(pod.get("initContainers") or []))]
+    if doc.kind == "Job":
+        pod = dig(body, "spec", "template", "spec") or {}
+        return [("pod", pod, list(pod.get("containers") or []))]
+    if doc.kind in ("WorkflowTemplate", "Workflow", "CronWorkflow", "ClusterWorkflowTemplate"):
+        spec = body.get("spec") or {}
+        if doc.kind == "CronWorkflow":
+            spec = spec.get("workflowSpec") or {}
+        out = []
+        for t in spec.get("templates") or []:
+            containers = [c for c in (t.get("container"), t.get("script")) if c]
+            if containers:
+                merged = {
+                    "serviceAccountName": t.get("serviceAccountName") or spec.get("serviceAccountName"),
+                    "volumes": list(spec.get("volumes") or []) + list(t.get("volumes") or []),
+                }
+                out.append((f"template {t.get('name')}", merged, containers))
+        return out
+    return []
+
+
+def check_refs(docs: list[Doc], results: Results) -> None:
+    by_kind: dict[str, dict[str, Doc]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc.kind, {})[doc.name] = doc
+
+    def keys_of(kind: str, name: str) -> set[str] | None:
+        doc = by_kind.get(kind, {}).get(name)
+        if doc is None:
+            return None
+        return set((doc.body.get("data") or {}).keys()) | set((doc.body.get("stringData") or {}).keys())
+
+    for doc in docs:
+        problems: list[str] = []
+        for where, pod, containers in pod_specs(doc):
+            sa = pod.get("serviceAccountName")
+            if sa and sa not in by_kind.get("ServiceAccount", {}):
+                problems.append(f"{where}: ServiceAccount {sa} not defined")
+            volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+            for volume in volumes.values():
+                cm = volume.get("configMap")
+                if cm:
+                    keys = keys_of("ConfigMap", cm.get("name"))
+                    if keys is None:
+                        problems.append(f"{where}: ConfigMap {cm.get('name')} not defined")
+                    else:
+                        for item in cm.get("items") or []:
+                            if item.get("key") not in keys:
+                                problems.append(f"{where}: ConfigMap {cm.get('name')} has no key {item.get('key')}")
+                secret = volume.get("secret")
+                if secret and keys_of("Secret", secret.get("secretName")) is None:
+                    problems.append(f"{where}: Secret {secret.get('secretName')} not defined")
+            for container in containers:
+                for mount in container.get("volumeMounts") or []:
+                    if mount.get("name") not in volumes:
+                        problems.append(f"{where}: volumeMount {mount.get('name')} has no volume")
+                for env in container.get("env") or []:
+                    for kind, ref in (
+                        ("Secret", dig(env, "valueFrom", "secretKeyRef")),
+                        ("ConfigMap", dig(env, "valueFrom", "configMapKeyRef")),
+                    ):
+                        if not ref:
+                            continue
+                        keys = keys_of(kind, ref.get("name"))
+                        if keys is None:
+                            problems.append(f"{where}: env {env.get('name')}: {kind} {ref.get('name')} not defined")
+                        elif ref.get("key") not in keys:
+                            # an optional key may be absent from the template (e.g. the token alternative)
+                            if not ref.get("optional"):
+                                problems.append(f"{where}: env {env.get('name')}: {kind} {ref.get('name')} has no key {ref.get('key')}")
+                for source in container.get("envFrom") or []:
+                    for kind, ref in (("ConfigMap", source.get("configMapRef")), ("Secret", source.get("secretRef"))):
+                        if ref and keys_of(kind, ref.get("name")) is None and not ref.get("optional"):
+                            problems.append(f"{where}: envFrom {kind} {ref.get('name')} not defined")
+        if doc.kind in ("WorkflowTemplate", "Workflow", "ClusterWorkflowTemplate"):
+            problems += argo_template_refs(doc.body.get("spec") or {})
+        if doc.kind == "RoleBinding":
+            role = dig(doc.body, "roleRef", "name")
+            if dig(doc.body, "roleRef", "kind") == "Role" and role not in by_kind.get("Role", {}):
+                problems.append(f"roleRef: Role {role} not defined")
+            for subject in doc.body.get("subjects") or []:
+                if subject.get("kind") == "ServiceAccount" and subject.get("name") not in by_kind.get("ServiceAccount", {}):
+                    problems.append(f"subject ServiceAccount {subject.get('name')} not defined")
+        if pod_specs(doc) or doc.kind in ("WorkflowTemplate", "RoleBinding"):
+            results.check(f"refs {doc.label()}", problems)
+
+
+PARAM_REF = re.compile(r"\{\{\s*(inputs|workflow)\.parameters\.([A-Za-z0-9_-]+)\s*\}\}")
+
+
+def argo_template_refs(spec: dict) -> list[str]:
+    problems = []
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    workflow_params = {p.get("name") for p in dig(spec, "arguments", "parameters", default=[]) or []}
+    for field in ("entrypoint", "onExit"):
+        if spec.get(field) and spec[field] not in templates:
+            problems.append(f"spec.{field}: no template {spec[field]}")
+    for name, template in templates.items():
+        inputs = {p.get("name") for p in dig(template, "inputs", "parameters", default=[]) or []}
+        steps = [s for g in template.get("steps") or [] for s in g or []]
+        steps += dig(template, "dag", "tasks", default=[]) or []
+        for step in steps:
+            target = templates.get(step.get("template"))
+            if target is None:
+                problems.append(f"template {name}: step {step.get('name')} calls unknown template {step.get('template')}")
+                continue
+            wanted = {p.get("name") for p in dig(target, "inputs", "parameters", default=[]) or [] if "value" not in p and "default" not in p}
+            given = {p.get("name") for p in dig(step, "arguments", "parameters", default=[]) or []}
+            if wanted - given:
+                problems.append(f"template {name}: step {step.get('name')} does not pass {sorted(wanted - given)}")
+        own = copy.deepcopy(template)
+        own.pop("steps", None)
+        for scope, param in PARAM_REF.findall(json.dumps(own)):
+            if scope == "inputs" and param not in inputs:
+                problems.append(f"template {name}: inputs.parameters.{param} is not declared")
+            if scope == "workflow" and param not in workflow_params:
+                problems.append(f"template {name}: workflow.parameters.{param} is not declared")
+        for scope, param in PARAM_REF.findall(json.dumps(template.get("steps") or [])):
+            if scope == "workflow" and param not in workflow_params:
+                problems.append(f"template {name}: workflow.parameters.{param} is not declared")
+            if scope == "inputs" and param not in inputs:
+                problems.append(f"template {name}: inputs.parameters.{param} is not declared")
+    return problems
+
+
+# --------------------------------------------------------------------------
+# the ConfigMap of config files
+
+
+def block_scalar(text: str, indent: int) -> str:
+    """A YAML literal block for text (exact round trip), or a JSON-quoted scalar when a block cannot be."""
+    pad = " " * indent
+    lines = text.split("\n")
+    trailing = len(text) - len(text.rstrip("\n"))
+    chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
+    body = text.rstrip("\n").split("\n") if text.strip("\n") else []
+    printable = all(ch == "\n" or ch == "\t" or (" " <= ch and ch != "\x7f") for ch in text)
+    if body and printable and not body[0].startswith(" ") and "\r" not in text and lines:
+        rendered = "|" + chomp + "\n" + "\n".join((pad + line) if line else "" for line in body)
+        rendered += "\n" * max(trailing - 1, 0)
+        return rendered
+    return json.dumps(text)
+
+
+def render_configmap() -> str:
+    out = [
+        "# GENERATED from config/ by `python deploy/validate.py render-configmap`: do not edit.",
+        "# deploy/validate.sh fails when this file and config/ differ.",
+        "#",
+        "# The dataset contract and rules, mounted at /etc/silverline (the volume's",
+        "# items put each key back at its path under config/). Environment-specific",
+        "# settings (buckets, catalog URI) are overrides in configmap-env.yaml.",
+        "apiVersion: v1",
+        "kind: ConfigMap",
+        "metadata:",
+        f"  name: {CONFIGMAP_NAME}",
+        "  labels:",
+        "    app.kubernetes.io/name: silverline",
+        "    app.kubernetes.io/part-of: silverline",
+        "data:",
+    ]
+    for key, rel in CONFIGMAP_FILES.items():
+        text = (CONFIG_DIR / rel).read_text()
+        out.append(f"  {key}: {block_scalar(text, 4)}")
+    rendered = "\n".join(out) + "\n"
+    parsed = yaml.safe_load(rendered)
+    for key, rel in CONFIGMAP_FILES.items():
+        if parsed["data"][key] != (CONFIG_DIR / rel).read_text():
+            raise SystemExit(f"render-configmap: {key} does not round-trip through YAML")
+    return rendered
+
+
+def check_configmap(docs: list[Doc], results: Results) -> None:
+    docs = [d for d in docs if d.kind == "ConfigMap" and d.name == CONFIGMAP_NAME]
+    if not docs:
+        return
+    what = f"configmap {docs[0].label()} matches config/"
+    data = docs[0].body.get("data") or {}
+    problems = []
+    for key, rel in CONFIGMAP_FILES.items():
+        try:
+            source = (CONFIG_DIR / rel).read_text()
+        except OSError as err:
+            problems.append(f"config/{rel}: {err.strerror}")
+            continue
+        if key not in data:
+            problems.append(f"key {key} missing")
+        elif data[key] != source:
+            problems.append(f"key {key} differs from config/{rel}")
+    extra = set(data) - set(CONFIGMAP_FILES)
+    if extra:
+        problems.append(f"keys not rendered from config/: {sorted(extra)}")
+    if problems:
+        problems.append("regenerate: python deploy/validate.py render-configmap > deploy/k8s/configmap.yaml")
+    results.check(what, problems)
+
+
+def find_silverline() -> Path | None:
+    candidates = []
+    if os.environ.get("SILVERLINE_BIN"):
+        candidates.append(Path(os.environ["SILVERLINE_BIN"]))
+    target = os.environ.get("CARGO_TARGET_DIR")
+    for root in filter(None, [target, str(REPO / "target"), str(Path.home() / ".cache/silverline-target")]):
+        candidates += [Path(root) / "release" / "silverline", Path(root) / "debug" / "silverline"]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def check_config_with_binary(docs: list[Doc], results: Results) -> None:
+    cm = next((d for d in docs if d.kind == "ConfigMap" and d.name == CONFIGMAP_NAME), None)
+    if cm is None:
+        return
+    what = "check-config on the ConfigMap's files with the env ConfigMap's overrides"
+    binary = find_silverline()
+    if binary is None:
+        results.skip(what, "no silverline binary (set SILVERLINE_BIN or build one)")
+        return
+    env_docs = [
+        d
+        for d in docs
+        if d.kind == "ConfigMap"
+        and d.name != CONFIGMAP_NAME
+        and any(k.startswith("SILVERLINE__") for k in (d.body.get("data") or {}))
+    ]
+    overrides = {k: str(v) for d in env_docs for k, v in (d.body.get("data") or {}).items()}
+    with tempfile.TemporaryDirectory(prefix="silverline-deploy-") as tmp:
+        for key, rel in CONFIGMAP_FILES.items():
+            path = Path(tmp) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text((cm.body.get("data") or {}).get(key, ""))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SILVERLINE")}
+        env.update(overrides)
+        env["SILVERLINE_LOG_FORMAT"] = "text"
+        try:
+            proc = subprocess.run(
+                [str(binary), "check-config", "--config", str(Path(tmp) / MAIN_CONFIG)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            results.fail(what, f"{binary}: {err}")
+            return
+    output = (proc.stdout + proc.stderr).strip().replace("\n", " | ")
+    if proc.returncode == 0:
+        results.ok(f"{what} ({binary.name}: {output[:160]})")
+    else:
+        results.fail(what, f"{binary} exited {proc.returncode}: {output[:600]}")
+
+
+# --------------------------------------------------------------------------
+
+
+COMMANDS = ("check", "render-configmap")
+
+
+def main(argv: list[str]) -> int:
+    command = "check"
+    if argv and argv[0] in COMMANDS:
+        command, argv = argv[0], argv[1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="*", type=Path, help="manifest files (default: deploy/k8s/*.yaml)")
+    parser.add_argument(
+        "--k8s-versions",
+        default=os.environ.get("SILVERLINE_K8S_VERSIONS", DEFAULT_K8S_VERSIONS),
+        help=f"comma-separated Kubernetes versions to validate against (default {DEFAULT_K8S_VERSIONS})",
+    )
+    parser.add_argument("--counts", type=Path, help="also write 'passed failed skipped' to this file")
+    parser.add_argument("--no-binary", action="store_true", help="skip the check-config run")
+    args = parser.parse_args(argv)
+
+    if command == "render-configmap":
+        sys.stdout.write(render_configmap())
+        return 0
+
+    paths = [p.resolve() for p in args.paths] or sorted(K8S_DIR.glob("*.yaml"))
+    versions = [v.strip() for v in args.k8s_versions.split(",") if v.strip()]
+    results = Results()
+    docs = load_docs(paths, results)
+    check_schemas(docs, versions, results)
+    check_contracts(docs, results)
+    check_refs(docs, results)
+    check_configmap(docs, results)
+    if not args.no_binary:
+        check_config_with_binary(docs, results)
+    if args.counts:
+        args.counts.write_text(f"{results.passed} {results.failed} {results.skipped}\n")
+    if results.skipped:
+        print(f"({results.skipped} skipped)")
+    print(f"manifests: {results.passed} passed, {results.failed} failed")
+    return 1 if results.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

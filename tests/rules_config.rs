@@ -1,0 +1,233 @@
+//! Rule sets as configuration, end to end on the embedded default: contributor
+//! types with their own thresholds, dlt-meta files in JSON and YAML, filters,
+//! escalation past a failure rate, and baselines taken from committed Silver
+//! only.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use chrono::NaiveDate;
+use silverline::Error;
+use silverline::demo::generate::{Portfolio, jump_arrears, mis_map_limits};
+use silverline::demo::{DEFAULT_CONFIG, Workspace};
+use silverline::pipeline::RunOptions;
+use silverline::pipeline::summary::Summary;
+
+fn month(y: i32, m: u32) -> NaiveDate {
+    NaiveDate::from_ymd_opt(y, m, 1).unwrap()
+}
+
+async fn workspace_with(
+    config: &str,
+    overrides: &[(&str, &str)],
+) -> (tempfile::TempDir, Workspace) {
+    let tmp = tempfile::tempdir().unwrap();
+    let overrides: Vec<(String, String)> = overrides
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let ws = Workspace::create_with(&tmp.path().join("ws"), config, &overrides)
+        .await
+        .unwrap();
+    (tmp, ws)
+}
+
+/// Commits one month of history, then runs `next` (built from the following month) and returns its summary.
+async fn history_then(
+    ws: &Workspace,
+    portfolio: &mut Portfolio,
+    contributor: &str,
+    next: impl FnOnce(&mut Vec<silverline::demo::generate::Statement>),
+) -> Result<Summary, Error> {
+    let history = portfolio.statements(month(2026, 1), false);
+    ws.put_drop(contributor, "2026-01", &history).await.unwrap();
+    ws.run_drop(contributor, "2026-01", &RunOptions::default())
+        .await
+        .unwrap();
+    let mut rows = portfolio.statements(month(2026, 2), false);
+    next(&mut rows);
+    ws.put_drop(contributor, "2026-02", &rows).await.unwrap();
+    ws.run_drop(contributor, "2026-02", &RunOptions::default())
+        .await
+        .map(|o| o.summary)
+}
+
+fn failed(summary: &Summary, rule: &str) -> u64 {
+    summary
+        .rules
+        .iter()
+        .filter(|r| r.rule == rule)
+        .map(|r| r.failed)
+        .sum()
+}
+
+#[tokio::test]
+async fn bank_and_instalment_contributors_get_their_own_thresholds_from_one_control_csv() {
+    let (_tmp, ws) = workspace_with(DEFAULT_CONFIG, &[]).await;
+    let jump = |rows: &mut Vec<_>| jump_arrears(rows, 4, 2);
+    let bank = history_then(
+        &ws,
+        &mut Portfolio::new("BANK_J", 200, false, 1),
+        "BANK_J",
+        jump,
+    )
+    .await
+    .unwrap();
+    let lender = history_then(
+        &ws,
+        &mut Portfolio::new("BNPL_J", 200, true, 1),
+        "BNPL_J",
+        jump,
+    )
+    .await
+    .unwrap();
+    assert_eq!(bank.contributor_type, "bank");
+    assert_eq!(lender.contributor_type, "instalment");
+    assert_eq!(
+        (failed(&bank, "arrears_step"), bank.counts.quarantined),
+        (0, 0)
+    );
+    assert_eq!(
+        (failed(&lender, "arrears_step"), lender.counts.quarantined),
+        (4, 4)
+    );
+    assert_ne!(bank.rules_fingerprint, lender.rules_fingerprint);
+}
+
+#[tokio::test]
+async fn a_dlt_json_file_and_its_yaml_twin_give_identical_results() {
+    let mut outcomes = Vec::new();
+    for file in [
+        "rules/credit_expectations.json",
+        "rules/credit_expectations.yaml",
+    ] {
+        let (_tmp, ws) = workspace_with(DEFAULT_CONFIG, &[("rule_files.0.path", file)]).await;
+        let mut bank = Portfolio::new("BANK_D", 60, false, 2);
+        let summary = history_then(&ws, &mut bank, "BANK_D", |rows| {
+            mis_map_limits(&mut rows[..10]);
+        })
+        .await
+        .unwrap();
+        let rules: Vec<(String, u64, u64)> = summary
+            .rules
+            .iter()
+            .map(|r| (r.rule.clone(), r.passed, r.failed))
+            .collect();
+        outcomes.push((summary.counts.quarantined, summary.counts.committed, rules));
+    }
+    assert_eq!(outcomes[0], outcomes[1]);
+    assert_eq!(outcomes[0].0, 10);
+    assert!(
+        outcomes[0]
+            .2
+            .iter()
+            .any(|(rule, _, failed)| rule == "limit_stable" && *failed == 10)
+    );
+}
+
+const EXTRA_RULES: &str = r#"
+[[rules]]
+name = "card_limit_cap"
+severity = "warn"
+expression = "credit_limit <= 1500000"
+filter = "product_type = 'CARD'"
+
+[[rules]]
+name = "no_temporary_limits"
+severity = "warn"
+expression = "temporary_limit = 0"
+escalate_above = 0.10
+escalate_to = "fail"
+"#;
+
+#[tokio::test]
+async fn a_filter_leaves_rows_outside_it_unchecked() {
+    let config = format!("{DEFAULT_CONFIG}{EXTRA_RULES}");
+    let (_tmp, ws) = workspace_with(&config, &[]).await;
+    let mut bank = Portfolio::new("BANK_F", 90, false, 3);
+    let rows = bank.statements(month(2026, 1), false);
+    let cards = rows.iter().filter(|r| r.product == "CARD").count() as u64;
+    ws.put_drop("BANK_F", "2026-01", &rows).await.unwrap();
+    let summary = ws
+        .run_drop("BANK_F", "2026-01", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    let cap = summary
+        .rules
+        .iter()
+        .find(|r| r.rule == "card_limit_cap")
+        .unwrap();
+    assert!(cards > 0 && cards < 90);
+    assert_eq!(cap.not_applicable, 90 - cards);
+    assert_eq!(cap.passed + cap.failed, cards);
+}
+
+#[tokio::test]
+async fn a_threshold_escalates_only_past_its_rate() {
+    let config = format!("{DEFAULT_CONFIG}{EXTRA_RULES}");
+    let (_tmp, ws) = workspace_with(&config, &[]).await;
+    let mut bank = Portfolio::new("BANK_T", 100, false, 4);
+    let rows = bank.statements(month(2026, 1), false);
+    let rate = rows.iter().filter(|r| r.temporary_limit != 0).count();
+    assert!(rate > 0 && rate <= 10, "{rate} rows with a temporary limit");
+    ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
+    let below = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    let rule = below
+        .rules
+        .iter()
+        .find(|r| r.rule == "no_temporary_limits")
+        .unwrap();
+    assert!(!rule.escalated);
+    assert_eq!(below.counts.committed, 100);
+
+    let mut next = bank.statements(month(2026, 2), false);
+    for row in next.iter_mut().take(20) {
+        row.temporary_limit = 1;
+    }
+    ws.put_drop("BANK_T", "2026-02", &next).await.unwrap();
+    let err = ws
+        .run_drop("BANK_T", "2026-02", &RunOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::FailRule { rule, .. } if rule == "no_temporary_limits"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_corrected_rerun_is_baselined_on_the_last_committed_month_not_the_rejected_one() {
+    let (_tmp, ws) = workspace_with(DEFAULT_CONFIG, &[]).await;
+    let mut bank = Portfolio::new("BANK_R", 50, false, 5);
+    let mut bad = Vec::new();
+    let rejected = history_then(&ws, &mut bank.clone(), "BANK_R", |rows| {
+        mis_map_limits(rows);
+        bad = rows.clone();
+    })
+    .await
+    .unwrap();
+    assert_eq!(rejected.counts.quarantined, 50);
+    // The corrected February, the same accounts as the generator meant them.
+    bank.statements(month(2026, 1), false);
+    let corrected = bank.statements(month(2026, 2), false);
+    assert_ne!(corrected, bad);
+    ws.put_drop("BANK_R", "2026-02-fixed", &corrected)
+        .await
+        .unwrap();
+    let fixed = ws
+        .run_drop("BANK_R", "2026-02-fixed", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(fixed.counts.quarantined, 0);
+    assert_eq!(fixed.baseline.rows_with_baseline, 50);
+    let volume = &fixed.aggregates[0];
+    assert_eq!(volume.period, "2026-02-01");
+    assert_eq!(volume.previous["accounts"], Some(50.0));
+}
