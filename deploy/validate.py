@@ -69,22 +69,29 @@ DEFAULT_K8S_VERSIONS = "1.31,1.37"
 
 
 class Results:
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         self.passed = 0
         self.failed = 0
         self.skipped = 0
+        self.quiet = quiet
+        self.failures: list[str] = []
+
+    def _say(self, line: str) -> None:
+        if not self.quiet:
+            print(line, flush=True)
 
     def ok(self, what: str) -> None:
         self.passed += 1
-        print(f"PASS {what}")
+        self._say(f"PASS {what}")
 
     def fail(self, what: str, why: str) -> None:
         self.failed += 1
-        print(f"FAIL {what}: {why}")
+        self.failures.append(f"{what}: {why}")
+        self._say(f"FAIL {what}: {why}")
 
     def skip(self, what: str, why: str) -> None:
         self.skipped += 1
-        print(f"SKIP {what}: {why}")
+        self._say(f"SKIP {what}: {why}")
 
     def check(self, what: str, problems: list[str]) -> None:
         if problems:
@@ -171,11 +178,14 @@ def argo_validator(kind: str):
         return None
     cache_dir = Path(os.environ.get("SILVERLINE_DEPLOY_SCHEMA_CACHE", tempfile.gettempdir()))
     version = getattr(hera_version, "version", None) or getattr(hera_version, "__version__", "unknown")
-    cache = cache_dir / f"argo-{kind}-hera-{version}.schema.json"
+    cache = cache_dir / f"silverline-argo-{kind}-hera-{version}-v2.schema.json"
     try:
         schema = json.loads(cache.read_text())
     except (OSError, ValueError):
         schema = strict(model.model_json_schema(by_alias=True, mode="validation"))
+        # Kubernetes accepts a Quantity as a number too (cpu: 1); hera types it as a string only.
+        if "Quantity" in schema.get("$defs", {}):
+            schema["$defs"]["Quantity"] = {"anyOf": [{"type": "string"}, {"type": "number"}]}
         schema["required"] = sorted(set(schema.get("required", [])) | {"apiVersion", "kind", "metadata", "spec"})
         schema["properties"]["apiVersion"] = {"const": "argoproj.io/v1alpha1"}
         schema["properties"]["kind"] = {"const": kind}
@@ -191,14 +201,18 @@ def argo_validator(kind: str):
     return validator
 
 
-def schema_errors(validator, body: dict, limit: int = 5) -> list[str]:
-    from jsonschema.exceptions import best_match
+def deepest(err):
+    """The most specific error under an anyOf/oneOf (pydantic's schemas wrap every field in anyOf [T, null])."""
+    while err.context:
+        err = max(err.context, key=lambda e: (len(e.absolute_path), e.validator != "type"))
+    return err
 
-    errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+
+def schema_errors(validator, body: dict, limit: int = 5) -> list[str]:
+    errors = sorted(validator.iter_errors(body), key=lambda e: [str(p) for p in e.absolute_path])
     out = []
     for err in errors[:limit]:
-        # anyOf/oneOf errors hide the useful one among their context
-        err = best_match([err]) if not err.context else best_match(err.context)
+        err = deepest(err)
         where = ".".join(str(p) for p in err.absolute_path) or "(root)"
         out.append(f"{where}: {err.message[:300]}")
     if len(errors) > limit:
@@ -678,9 +692,105 @@ def check_config_with_binary(docs: list[Doc], results: Results) -> None:
 
 
 # --------------------------------------------------------------------------
+# negative controls: each mutation of the real manifests must be caught
 
 
-COMMANDS = ("check", "render-configmap")
+def _cronjob(docs):
+    return next(d.body for d in docs if d.kind == "CronJob")
+
+
+def _cron_pod(docs):
+    return _cronjob(docs)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def _workflow(docs):
+    return next(d.body for d in docs if d.kind == "WorkflowTemplate")
+
+
+def _run_template(docs):
+    return next(t for t in _workflow(docs)["spec"]["templates"] if t.get("retryStrategy"))
+
+
+def _set_exit_action(docs, code, action):
+    for rule in _cronjob(docs)["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"]:
+        codes = rule.get("onExitCodes") or {}
+        if codes.get("operator") == "In" and code in codes.get("values", []):
+            rule["action"] = action
+
+
+MUTATIONS = {
+    "CronJob: unknown field in the pod spec (restartPolicyy)": lambda docs: _cron_pod(docs).update(
+        restartPolicyy=_cron_pod(docs).pop("restartPolicy")
+    ),
+    "CronJob: backoffLimit is not an integer": lambda docs: _cronjob(docs)["spec"]["jobTemplate"]["spec"].update(
+        backoffLimit="three"
+    ),
+    "CronJob: exit code 1 retried (Count)": lambda docs: _set_exit_action(docs, 1, "Count"),
+    "CronJob: restartPolicy OnFailure": lambda docs: _cron_pod(docs).update(restartPolicy="OnFailure"),
+    "CronJob: writable root filesystem": lambda docs: _cron_pod(docs)["containers"][0]["securityContext"].update(
+        readOnlyRootFilesystem=False
+    ),
+    "CronJob: Secret that no manifest defines": lambda docs: next(
+        e for e in _cron_pod(docs)["containers"][0]["env"] if "valueFrom" in e
+    )["valueFrom"]["secretKeyRef"].update(name="no-such-secret"),
+    "WorkflowTemplate: unknown field in retryStrategy": lambda docs: _run_template(docs)["retryStrategy"].update(
+        limitt=3
+    ),
+    "WorkflowTemplate: retries exit code 1": lambda docs: _run_template(docs)["retryStrategy"].update(
+        expression="asInt(lastRetry.exitCode) == 1"
+    ),
+    "WorkflowTemplate: parallelism is not an integer": lambda docs: next(
+        t for t in _workflow(docs)["spec"]["templates"] if "parallelism" in t
+    ).update(parallelism="eight"),
+    "WorkflowTemplate: step calls a template that does not exist": lambda docs: next(
+        t for t in _workflow(docs)["spec"]["templates"] if t.get("steps")
+    )["steps"][0][0].update(template="no-such-template"),
+    "WorkflowTemplate: undeclared input parameter": lambda docs: _run_template(docs)["container"]["args"].append(
+        "{{inputs.parameters.no-such-param}}"
+    ),
+    "WorkflowTemplate: no exit handler": lambda docs: _workflow(docs)["spec"].pop("onExit"),
+    "ConfigMap: rules differ from config/": lambda docs: next(
+        d.body for d in docs if d.kind == "ConfigMap" and d.name == CONFIGMAP_NAME
+    )["data"].update({"credit_rules.csv": "rule_id\n"}),
+    "a kind with no schema": lambda docs: _workflow(docs).update(kind="WorkflowTemplat"),
+}
+
+
+def selftest(docs: list[Doc], versions: list[str], results: Results) -> None:
+    baseline = Results(quiet=True)
+    run_checks(docs, versions[-1:], baseline, binary=False)
+    if baseline.failed:
+        results.fail("negative controls", "the unmodified manifests must pass first")
+        return
+    for name, mutate in MUTATIONS.items():
+        mutated = [Doc(d.path, d.index, copy.deepcopy(d.body)) for d in docs]
+        what = f"negative control: {name} is rejected"
+        try:
+            mutate(mutated)
+        except (StopIteration, KeyError, IndexError, TypeError) as err:
+            results.fail(what, f"could not apply the mutation ({type(err).__name__}: {err}): update MUTATIONS")
+            continue
+        probe = Results(quiet=True)
+        run_checks(mutated, versions[-1:], probe, binary=False)
+        if probe.failed:
+            results.ok(f"{what} ({probe.failures[0][:140]})")
+        else:
+            results.fail(what, "the validator accepted it")
+
+
+# --------------------------------------------------------------------------
+
+
+def run_checks(docs: list[Doc], versions: list[str], results: Results, binary: bool = True) -> None:
+    check_schemas(docs, versions, results)
+    check_contracts(docs, results)
+    check_refs(docs, results)
+    check_configmap(docs, results)
+    if binary:
+        check_config_with_binary(docs, results)
+
+
+COMMANDS = ("check", "render-configmap", "selftest")
 
 
 def main(argv: list[str]) -> int:
@@ -706,12 +816,10 @@ def main(argv: list[str]) -> int:
     versions = [v.strip() for v in args.k8s_versions.split(",") if v.strip()]
     results = Results()
     docs = load_docs(paths, results)
-    check_schemas(docs, versions, results)
-    check_contracts(docs, results)
-    check_refs(docs, results)
-    check_configmap(docs, results)
-    if not args.no_binary:
-        check_config_with_binary(docs, results)
+    if command == "selftest":
+        selftest(docs, versions, results)
+    else:
+        run_checks(docs, versions, results, binary=not args.no_binary)
     if args.counts:
         args.counts.write_text(f"{results.passed} {results.failed} {results.skipped}\n")
     if results.skipped:

@@ -53,6 +53,16 @@ pub enum Command {
         #[arg(long, env = "SILVERLINE_CONFIG")]
         config: PathBuf,
     },
+    /// Print the rule set a contributor's runs will use: type, fingerprint, and each rule's
+    /// origin, scope, severity and expression.
+    Rules {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Contributor id.
+        #[arg(long)]
+        contributor: String,
+    },
     /// Generate the reference dataset, load its history and run the clean month and the corruptions.
     Demo {
         /// Folder for the demo's bronze, warehouse, catalog and dq_error output.
@@ -90,8 +100,48 @@ pub async fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Command::Rules {
+            config,
+            contributor,
+        } => {
+            let plan = load_plan(&config)?;
+            print!("{}", describe_rules(&plan, &contributor)?);
+            Ok(())
+        }
         Command::Demo { dir } => crate::demo::run_demo(&dir).await,
     }
+}
+
+/// The resolved rule set of `contributor`, as text.
+pub fn describe_rules(plan: &crate::config::Plan, contributor: &str) -> Result<String> {
+    let (contributor_type, rules) = plan.rules_for(contributor)?;
+    let mut out = format!(
+        "contributor {contributor}: type {contributor_type}, {} rules, fingerprint {}\n",
+        rules.len(),
+        crate::config::rules::rules_fingerprint(&rules)
+    );
+    for rule in rules {
+        out.push_str(&format!(
+            "\n{} [{} / {}{}] from {}\n    {}\n",
+            rule.name,
+            rule.scope.as_str(),
+            rule.severity.as_str(),
+            if rule.is_trend() { " / trend" } else { "" },
+            rule.origin,
+            rule.expression
+        ));
+        if let Some(filter) = &rule.filter {
+            out.push_str(&format!("    only where {filter}\n"));
+        }
+        if let Some(escalation) = rule.escalation {
+            out.push_str(&format!(
+                "    acts as {} when more than {:.1}% of checked rows fail\n",
+                escalation.to.as_str(),
+                escalation.above * 100.0
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Option<&str>) {

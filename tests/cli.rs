@@ -219,3 +219,115 @@ fn a_missing_config_exits_2_naming_the_file() {
         output(&silverline(&["check-config", "--config", "/nonexistent/silverline.toml"]).code(2));
     assert!(text.contains("/nonexistent/silverline.toml"), "{text}");
 }
+
+#[test]
+fn check_config_names_the_culprit_of_each_error_class() {
+    let cases: [(&str, &str, &str, &[&str]); 6] = [
+        (
+            "SQL that does not parse",
+            ",credit_limit = product_limit + temporary_limit,critical,",
+            ",credit_limit = = product_limit,critical,",
+            &["credit_rules.csv:8", "consistency"],
+        ),
+        (
+            "unknown scope",
+            "temp_limit_zero,*,row,",
+            "temp_limit_zero,*,rowz,",
+            &["credit_rules.csv:11", "temp_limit_zero", "rowz"],
+        ),
+        (
+            "metric nobody defines",
+            "accounts >= 0.8 * prev_accounts",
+            "acounts >= 0.8 * prev_acounts",
+            &["credit_rules.csv:15", "volume", "acounts"],
+        ),
+        (
+            "duplicate rule names",
+            "volume,*,aggregate,",
+            "identity,bank,row,true,critical,twin,true,,,\nvolume,*,aggregate,",
+            &["credit_rules.csv:15", "identity", "defined twice"],
+        ),
+        (
+            "pending outside reference rules",
+            "temp_limit_zero,*,row,temporary_limit = 0,warning,",
+            "temp_limit_zero,*,row,temporary_limit = 0,pending,",
+            &["temp_limit_zero", "pending"],
+        ),
+        (
+            "unknown contributor type",
+            "arrears_step,instalment,",
+            "arrears_step,lender,",
+            &["credit_rules.csv:14", "arrears_step", "lender"],
+        ),
+    ];
+    for (class, from, to, expected) in cases {
+        let (_tmp, config) = project(|t| t.replace(from, to));
+        let text =
+            output(&silverline(&["check-config", "--config", config.to_str().unwrap()]).code(2));
+        for needle in expected {
+            assert!(text.contains(needle), "{class}: no '{needle}' in {text}");
+        }
+    }
+}
+
+#[test]
+fn a_contributor_with_no_type_exits_2_naming_it() {
+    let (tmp, config) = project(|t| {
+        t.replace("default_type = \"bank\"\n", "").replace(
+            "prefixes = [\"BNPL\", \"INST\"] }",
+            "prefixes = [\"BNPL\", \"INST\"] }, { name = \"bank\", prefixes = [\"BANK\"] }",
+        )
+    });
+    put_drop(
+        tmp.path(),
+        "ACME_9",
+        "2026-01",
+        &Portfolio::new("ACME_9", 3, false, 1).statements(month(2026, 1), false),
+    );
+    let args = [
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--contributor",
+        "ACME_9",
+        "--drop",
+        "2026-01",
+    ];
+    let text = output(&silverline(&args).code(2));
+    assert!(
+        text.contains("ACME_9") && text.contains("has no type"),
+        "{text}"
+    );
+}
+
+#[test]
+fn rules_prints_the_resolved_set_with_origin_scope_and_severity() {
+    let config = "config/credit_statements.toml";
+    let bank =
+        output(&silverline(&["rules", "--config", config, "--contributor", "BANK_A"]).success());
+    let lender =
+        output(&silverline(&["rules", "--config", config, "--contributor", "BNPL_7"]).success());
+    assert!(
+        bank.contains("type bank") && lender.contains("type instalment"),
+        "{bank}\n{lender}"
+    );
+    assert!(
+        bank.contains(
+            "arrears_step [row / quarantine / trend] from config/rules/credit_rules.csv:13"
+        ),
+        "{bank}"
+    );
+    assert!(
+        lender.contains("from config/rules/credit_rules.csv:14"),
+        "{lender}"
+    );
+    assert!(
+        bank.contains("holder_exists [reference / pending]")
+            && bank.contains("volume [aggregate / quarantine"),
+        "{bank}"
+    );
+    assert!(
+        bank.contains("abs(month_in_arrears - prev_month_in_arrears) <= 2"),
+        "{bank}"
+    );
+}

@@ -167,7 +167,11 @@ async fn row_outcomes(
             aggregates += 1;
         } else {
             sources.push(OutcomeSource::Column(exprs.len()));
-            exprs.push(format!("{} AS \"_rule_{}\"", outcome_sql(rule), sources.len()));
+            exprs.push(format!(
+                "{} AS \"_rule_{}\"",
+                outcome_sql(rule),
+                sources.len()
+            ));
         }
     }
     let expr_refs: Vec<&str> = exprs.iter().map(String::as_str).collect();
