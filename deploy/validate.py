@@ -356,7 +356,8 @@ def check_cronjob_contract(doc: Doc) -> list[str]:
             got = first_matching_action(policy, name, code)
             if got != action:
                 problems.append(f"exit code {code} must map to {action}, maps to {got}")
-        if (job.get("backoffLimit") or 0) < 1:
+        backoff = job.get("backoffLimit")
+        if not isinstance(backoff, int) or backoff < 1:
             problems.append("backoffLimit must be >= 1, or exit code 3 (Count) is never retried")
     problems += hardened_container_problems(f"container {name}", container, pod.get("securityContext") or {})
     if pod.get("serviceAccountName") is None:
@@ -421,12 +422,20 @@ def check_argo_contract(doc: Doc) -> list[str]:
     return problems
 
 
+def guarded(check, doc: Doc) -> list[str]:
+    """Runs a check; a manifest malformed enough to break the check is a failure, not a crash."""
+    try:
+        return check(doc)
+    except Exception as err:
+        return [f"malformed ({type(err).__name__}: {err})"]
+
+
 def check_contracts(docs: list[Doc], results: Results) -> None:
     for doc in docs:
         if doc.kind == "CronJob":
-            results.check(f"contract {doc.label()}", check_cronjob_contract(doc))
+            results.check(f"contract {doc.label()}", guarded(check_cronjob_contract, doc))
         elif doc.kind == "WorkflowTemplate":
-            results.check(f"contract {doc.label()}", check_argo_contract(doc))
+            results.check(f"contract {doc.label()}", guarded(check_argo_contract, doc))
 
 
 # --------------------------------------------------------------------------
@@ -471,58 +480,69 @@ def check_refs(docs: list[Doc], results: Results) -> None:
         return set((doc.body.get("data") or {}).keys()) | set((doc.body.get("stringData") or {}).keys())
 
     for doc in docs:
-        problems: list[str] = []
-        for where, pod, containers in pod_specs(doc):
-            sa = pod.get("serviceAccountName")
-            if sa and sa not in by_kind.get("ServiceAccount", {}):
-                problems.append(f"{where}: ServiceAccount {sa} not defined")
-            volumes = {v.get("name"): v for v in pod.get("volumes") or []}
-            for volume in volumes.values():
-                cm = volume.get("configMap")
-                if cm:
-                    keys = keys_of("ConfigMap", cm.get("name"))
+        if pod_specs_safe(doc) or doc.kind in ("WorkflowTemplate", "RoleBinding"):
+            results.check(f"refs {doc.label()}", guarded(lambda d: doc_refs(d, by_kind, keys_of), doc))
+
+
+def pod_specs_safe(doc: Doc) -> list:
+    try:
+        return pod_specs(doc)
+    except Exception:
+        return [("?", {}, [])]
+
+
+def doc_refs(doc: Doc, by_kind, keys_of) -> list[str]:
+    problems: list[str] = []
+    for where, pod, containers in pod_specs(doc):
+        sa = pod.get("serviceAccountName")
+        if sa and sa not in by_kind.get("ServiceAccount", {}):
+            problems.append(f"{where}: ServiceAccount {sa} not defined")
+        volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+        for volume in volumes.values():
+            cm = volume.get("configMap")
+            if cm:
+                keys = keys_of("ConfigMap", cm.get("name"))
+                if keys is None:
+                    problems.append(f"{where}: ConfigMap {cm.get('name')} not defined")
+                else:
+                    for item in cm.get("items") or []:
+                        if item.get("key") not in keys:
+                            problems.append(f"{where}: ConfigMap {cm.get('name')} has no key {item.get('key')}")
+            secret = volume.get("secret")
+            if secret and keys_of("Secret", secret.get("secretName")) is None:
+                problems.append(f"{where}: Secret {secret.get('secretName')} not defined")
+        for container in containers:
+            for mount in container.get("volumeMounts") or []:
+                if mount.get("name") not in volumes:
+                    problems.append(f"{where}: volumeMount {mount.get('name')} has no volume")
+            for env in container.get("env") or []:
+                for kind, ref in (
+                    ("Secret", dig(env, "valueFrom", "secretKeyRef")),
+                    ("ConfigMap", dig(env, "valueFrom", "configMapKeyRef")),
+                ):
+                    if not ref:
+                        continue
+                    keys = keys_of(kind, ref.get("name"))
                     if keys is None:
-                        problems.append(f"{where}: ConfigMap {cm.get('name')} not defined")
-                    else:
-                        for item in cm.get("items") or []:
-                            if item.get("key") not in keys:
-                                problems.append(f"{where}: ConfigMap {cm.get('name')} has no key {item.get('key')}")
-                secret = volume.get("secret")
-                if secret and keys_of("Secret", secret.get("secretName")) is None:
-                    problems.append(f"{where}: Secret {secret.get('secretName')} not defined")
-            for container in containers:
-                for mount in container.get("volumeMounts") or []:
-                    if mount.get("name") not in volumes:
-                        problems.append(f"{where}: volumeMount {mount.get('name')} has no volume")
-                for env in container.get("env") or []:
-                    for kind, ref in (
-                        ("Secret", dig(env, "valueFrom", "secretKeyRef")),
-                        ("ConfigMap", dig(env, "valueFrom", "configMapKeyRef")),
-                    ):
-                        if not ref:
-                            continue
-                        keys = keys_of(kind, ref.get("name"))
-                        if keys is None:
-                            problems.append(f"{where}: env {env.get('name')}: {kind} {ref.get('name')} not defined")
-                        elif ref.get("key") not in keys:
-                            # an optional key may be absent from the template (e.g. the token alternative)
-                            if not ref.get("optional"):
-                                problems.append(f"{where}: env {env.get('name')}: {kind} {ref.get('name')} has no key {ref.get('key')}")
-                for source in container.get("envFrom") or []:
-                    for kind, ref in (("ConfigMap", source.get("configMapRef")), ("Secret", source.get("secretRef"))):
-                        if ref and keys_of(kind, ref.get("name")) is None and not ref.get("optional"):
-                            problems.append(f"{where}: envFrom {kind} {ref.get('name')} not defined")
-        if doc.kind in ("WorkflowTemplate", "Workflow", "ClusterWorkflowTemplate"):
-            problems += argo_template_refs(doc.body.get("spec") or {})
-        if doc.kind == "RoleBinding":
-            role = dig(doc.body, "roleRef", "name")
-            if dig(doc.body, "roleRef", "kind") == "Role" and role not in by_kind.get("Role", {}):
-                problems.append(f"roleRef: Role {role} not defined")
-            for subject in doc.body.get("subjects") or []:
-                if subject.get("kind") == "ServiceAccount" and subject.get("name") not in by_kind.get("ServiceAccount", {}):
-                    problems.append(f"subject ServiceAccount {subject.get('name')} not defined")
-        if pod_specs(doc) or doc.kind in ("WorkflowTemplate", "RoleBinding"):
-            results.check(f"refs {doc.label()}", problems)
+                        problems.append(f"{where}: env {env.get('name')}: {kind} {ref.get('name')} not defined")
+                    elif ref.get("key") not in keys:
+                        # an optional key may be absent from the template (e.g. the token alternative)
+                        if not ref.get("optional"):
+                            problems.append(f"{where}: env {env.get('name')}: {kind} {ref.get('name')} has no key {ref.get('key')}")
+            for source in container.get("envFrom") or []:
+                for kind, ref in (("ConfigMap", source.get("configMapRef")), ("Secret", source.get("secretRef"))):
+                    if ref and keys_of(kind, ref.get("name")) is None and not ref.get("optional"):
+                        problems.append(f"{where}: envFrom {kind} {ref.get('name')} not defined")
+    if doc.kind in ("WorkflowTemplate", "Workflow", "ClusterWorkflowTemplate"):
+        problems += argo_template_refs(doc.body.get("spec") or {})
+    if doc.kind == "RoleBinding":
+        role = dig(doc.body, "roleRef", "name")
+        if dig(doc.body, "roleRef", "kind") == "Role" and role not in by_kind.get("Role", {}):
+            problems.append(f"roleRef: Role {role} not defined")
+        for subject in doc.body.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount" and subject.get("name") not in by_kind.get("ServiceAccount", {}):
+                problems.append(f"subject ServiceAccount {subject.get('name')} not defined")
+    return problems
 
 
 PARAM_REF = re.compile(r"\{\{\s*(inputs|workflow)\.parameters\.([A-Za-z0-9_-]+)\s*\}\}")
