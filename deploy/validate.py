@@ -22,9 +22,18 @@ PATH defaults to every *.yaml under deploy/k8s. Each YAML document is checked:
              {{inputs.parameters.x}} / {{workflow.parameters.x}} are declared.
   configmap  deploy/k8s/configmap.yaml holds exactly the files of config/
              it was rendered from (render-configmap regenerates it).
+  wrapper    the CronJob's shell wrapper, run with a stub silverline: the
+             drop id is the previous month (or DROP), exit codes pass through.
   check-config  if a silverline binary is found (SILVERLINE_BIN, or a cargo
              target dir), `silverline check-config` on the ConfigMap's files
              with the env ConfigMap's overrides applied; skipped otherwise.
+  dockerfile the Dockerfile's stages, user, entrypoint and build context
+             (only when no PATH is given).
+
+    python deploy/validate.py selftest
+
+runs the negative controls instead: each of a list of mutations of the real
+manifests (and Dockerfile) must make the checks fail.
 
 Prints one line per check and, last, `manifests: N passed, M failed`.
 Exit status: 0 if nothing failed, 1 otherwise.
@@ -34,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import os
 import re
@@ -178,7 +188,12 @@ def argo_validator(kind: str):
         return None
     cache_dir = Path(os.environ.get("SILVERLINE_DEPLOY_SCHEMA_CACHE", tempfile.gettempdir()))
     version = getattr(hera_version, "version", None) or getattr(hera_version, "__version__", "unknown")
-    cache = cache_dir / f"silverline-argo-{kind}-hera-{version}-v2.schema.json"
+    # keyed by hera's version and this file's content: any change to how the schema is derived rebuilds it
+    this = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    cache = cache_dir / f"silverline-argo-{kind}-hera-{version}-{this}.schema.json"
+    for stale in cache_dir.glob(f"silverline-argo-{kind}-hera-*.schema.json"):
+        if stale != cache:
+            stale.unlink(missing_ok=True)
     try:
         schema = json.loads(cache.read_text())
     except (OSError, ValueError):
@@ -365,6 +380,65 @@ def check_cronjob_contract(doc: Doc) -> list[str]:
     return problems
 
 
+RETRY_TOKEN = re.compile(
+    r"\s*(?:(?P<num>-?\d+)|(?P<str>'[^']*'|\"[^\"]*\")|(?P<op>==|!=|<=|>=|<|>|\|\||&&|!|\(|\))"
+    r"|(?P<bool>true|false)|(?P<name>asInt\(lastRetry\.exitCode\)|lastRetry\.exitCode|lastRetry\.status))"
+)
+
+
+def eval_retry_expression(expression: str, exit_code: int, status: str) -> bool:
+    """Evaluates an Argo retryStrategy expression (the subset of expr it may use here) for one outcome."""
+    python = []
+    pos = 0
+    while pos < len(expression):
+        m = RETRY_TOKEN.match(expression, pos)
+        if not m or m.end() == pos:
+            if expression[pos:].strip() == "":
+                break
+            raise ValueError(f"cannot evaluate {expression[pos:]!r}")
+        pos = m.end()
+        if m.group("num"):
+            python.append(m.group("num"))
+        elif m.group("bool"):
+            python.append(" True " if m.group("bool") == "true" else " False ")
+        elif m.group("str"):
+            python.append(repr(m.group("str")[1:-1]))
+        elif m.group("name"):
+            python.append(
+                repr(status) if m.group("name") == "lastRetry.status"
+                else str(exit_code) if m.group("name").startswith("asInt") else repr(str(exit_code))
+            )
+        else:
+            python.append({"||": " or ", "&&": " and ", "!": " not "}.get(m.group("op"), m.group("op")))
+    return bool(eval("".join(python), {"__builtins__": {}}, {}))  # only literals and operators remain
+
+
+def retry_policy_problems(retry: dict) -> list[str]:
+    """What Argo does for each silverline outcome under this retryStrategy, against the contract."""
+    if not retry:
+        return ["retryStrategy missing"]
+    problems = []
+    if retry.get("retryPolicy", "OnFailure") not in ("Always", "OnFailure"):
+        problems.append("retryStrategy.retryPolicy must be Always or OnFailure (exit 3 is a Failed node)")
+    expression = str(retry.get("expression", ""))
+    if not expression:
+        return problems + ["retryStrategy.expression missing: every failure would be retried"]
+    # (exit code, node phase) -> should Argo retry? -1: no exit code (pod evicted/deleted)
+    expected = {(3, "Failed"): True, (1, "Failed"): False, (2, "Failed"): False, (101, "Failed"): False,
+                (137, "Failed"): False}
+    for (code, status), want in expected.items():
+        try:
+            got = eval_retry_expression(expression, code, status)
+        except Exception as err:
+            return problems + [f"retryStrategy.expression: {err}"]
+        if got != want:
+            problems.append(
+                f"retryStrategy.expression {'retries' if got else 'does not retry'} exit code {code}"
+                " (only exit code 3 may be retried)"
+            )
+    return problems
+
+
 def check_argo_contract(doc: Doc) -> list[str]:
     problems = []
     spec = doc.body.get("spec") or {}
@@ -393,9 +467,7 @@ def check_argo_contract(doc: Doc) -> list[str]:
         if run is None:
             continue
         retry = run.get("retryStrategy") or {}
-        expression = re.sub(r"\s+", "", str(retry.get("expression", "")))
-        if "lastRetry.exitCode)==3" not in expression:
-            problems.append(f"template {run.get('name')}: retryStrategy.expression must retry only exit code 3")
+        problems += [f"template {run.get('name')}: {p}" for p in retry_policy_problems(retry)]
         if not retry.get("limit"):
             problems.append(f"template {run.get('name')}: retryStrategy.limit missing")
         if not retry.get("backoff"):
@@ -704,11 +776,141 @@ def check_config_with_binary(docs: list[Doc], results: Results) -> None:
         except (OSError, subprocess.TimeoutExpired) as err:
             results.fail(what, f"{binary}: {err}")
             return
-    output = (proc.stdout + proc.stderr).strip().replace("\n", " | ")
+    output = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr).strip().replace("\n", " | ")
     if proc.returncode == 0:
         results.ok(f"{what} ({binary.name}: {output[:160]})")
     else:
         results.fail(what, f"{binary} exited {proc.returncode}: {output[:600]}")
+
+
+# --------------------------------------------------------------------------
+# the Dockerfile (hadolint, run by validate.sh, lints it; this checks what it builds)
+
+DOCKERFILE = DEPLOY / "Dockerfile"
+DOCKERIGNORE = DEPLOY / "Dockerfile.dockerignore"
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if pending and line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        if line:
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def dockerfile_problems(text: str, ignore_text: str) -> list[str]:
+    problems = []
+    instructions = dockerfile_instructions(text)
+    args = {}
+    stages: list[list[tuple[str, str]]] = []
+    for word, rest in instructions:
+        if word == "ARG" and not stages:
+            name, _, default = rest.partition("=")
+            args[name.strip()] = default.strip()
+        if word == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append((word, rest))
+    if len(stages) < 2:
+        return ["expected a multi-stage build (builder + runtime)"]
+
+    def image(stage):
+        ref = stage[0][1].split()[0]
+        return re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), ref)
+
+    builder, runtime = stages[0], stages[-1]
+    if image(builder) != "rust:1.95-bookworm":
+        problems.append(f"builder image is {image(builder)}, expected rust:1.95-bookworm")
+    if not any(w == "RUN" and "cargo build --release --locked --bin silverline" in r for w, r in builder):
+        problems.append("builder must run: cargo build --release --locked --bin silverline")
+    runtime_words = [w for w, _ in runtime]
+    if "RUN" in runtime_words:
+        problems.append("the runtime stage must not RUN anything (no shell or build tools needed, base swappable)")
+    users = [r for w, r in runtime if w == "USER"]
+    if not users:
+        problems.append("the runtime stage must set USER (non-root)")
+    else:
+        uid = users[-1].split(":")[0]
+        if not uid.isdigit() or int(uid) == 0:
+            problems.append(f"USER {users[-1]}: use a numeric non-zero uid (runAsNonRoot can verify it)")
+    entry = [r for w, r in runtime if w == "ENTRYPOINT"]
+    try:
+        entrypoint = json.loads(entry[-1]) if entry else None
+    except ValueError:
+        entrypoint = None  # shell form
+    if entrypoint != ["silverline"]:
+        problems.append('ENTRYPOINT must be ["silverline"] (exec form)')
+    env_text = " ".join(r for w, r in runtime if w == "ENV")
+    if "SILVERLINE_LOG_FORMAT=json" not in env_text:
+        problems.append("ENV SILVERLINE_LOG_FORMAT=json missing")
+    copies = [r.split() for w, r in runtime if w == "COPY"]
+    if not any(c[-1].rstrip("/") == CONFIG_MOUNT and "config/" in c for c in copies):
+        problems.append(f"the runtime stage must COPY config/ to {CONFIG_MOUNT}")
+    if not any(any(a.startswith("--from=") for a in c) and c[-1].endswith("/silverline") for c in copies):
+        problems.append("the runtime stage must COPY the binary from the builder")
+    # cargo reads every target Cargo.toml declares, even for `--bin silverline`: all must be copied
+    copied = {p.rstrip("/").split("/")[0] for w, r in builder if w == "COPY" for p in r.split()[:-1] if not p.startswith("--")}
+    try:
+        import tomllib
+
+        manifest = tomllib.loads((REPO / "Cargo.toml").read_text())
+    except (OSError, ValueError) as err:
+        problems.append(f"Cargo.toml: {err}")
+        manifest = {}
+    declared = [manifest.get("package", {}).get("build") or ("build.rs" if (REPO / "build.rs").exists() else None)]
+    declared += [(manifest.get("lib") or {}).get("path")]
+    for section in ("bin", "test", "bench", "example"):
+        declared += [t.get("path") for t in manifest.get(section, []) if isinstance(t, dict)]
+    for path in filter(None, declared):
+        if isinstance(path, str) and path.split("/")[0] not in copied:
+            problems.append(f"Cargo.toml names {path}, which the builder stage does not COPY")
+    if manifest.get("workspace"):
+        problems.append("Cargo.toml is a workspace: the builder must COPY every member")
+    # every file taken from the context must exist and get through the ignore file's allow-list
+    allowed = [line[1:].rstrip("/") for line in ignore_text.splitlines() if line.startswith("!")]
+    if "*" not in [line.strip() for line in ignore_text.splitlines()]:
+        problems.append("Dockerfile.dockerignore should ignore everything (*) and allow-list what the build copies")
+    for stage in stages:
+        for word, rest in stage:
+            if word not in ("COPY", "ADD"):
+                continue
+            parts = [p for p in rest.split() if not p.startswith("--")]
+            if any(p.startswith("--from=") for p in rest.split()):
+                continue
+            for source in parts[:-1]:
+                top = source.rstrip("/").split("/")[0]
+                if not (REPO / source).exists():
+                    problems.append(f"COPY {source}: not in the repository")
+                if top not in allowed:
+                    problems.append(f"COPY {source}: excluded by Dockerfile.dockerignore")
+    return problems
+
+
+def check_dockerfile(results: Results, text: str | None = None, ignore_text: str | None = None) -> None:
+    try:
+        text = DOCKERFILE.read_text() if text is None else text
+        ignore_text = DOCKERIGNORE.read_text() if ignore_text is None else ignore_text
+    except OSError as err:
+        results.fail("dockerfile", str(err))
+        return
+    try:
+        problems = dockerfile_problems(text, ignore_text)
+    except Exception as err:
+        problems = [f"malformed ({type(err).__name__}: {err})"]
+    results.check("dockerfile deploy/Dockerfile (stages, non-root, entrypoint, context)", problems)
 
 
 # --------------------------------------------------------------------------
@@ -759,6 +961,9 @@ MUTATIONS = {
     "WorkflowTemplate: retries exit code 1": lambda docs: _run_template(docs)["retryStrategy"].update(
         expression="asInt(lastRetry.exitCode) == 1"
     ),
+    "WorkflowTemplate: retries everything (expression always true)": lambda docs: _run_template(docs)[
+        "retryStrategy"
+    ].update(expression="asInt(lastRetry.exitCode) == 3 || true"),
     "WorkflowTemplate: parallelism is not an integer": lambda docs: next(
         t for t in _workflow(docs)["spec"]["templates"] if "parallelism" in t
     ).update(parallelism="eight"),
@@ -796,14 +1001,63 @@ def selftest(docs: list[Doc], versions: list[str], results: Results) -> None:
             results.ok(f"{what} ({probe.failures[0][:140]})")
         else:
             results.fail(what, "the validator accepted it")
+    dockerfile = DOCKERFILE.read_text()
+    for name, broken in {
+        "Dockerfile: runs as root": re.sub(r"(?m)^USER .*$", "USER root", dockerfile),
+        "Dockerfile: RUN in the runtime stage": dockerfile.rstrip() + "\nRUN apt-get update\n",
+        "Dockerfile: shell-form entrypoint": re.sub(r"(?m)^ENTRYPOINT .*$", "ENTRYPOINT silverline", dockerfile),
+    }.items():
+        probe = Results(quiet=True)
+        check_dockerfile(probe, broken)
+        what = f"negative control: {name} is rejected"
+        if probe.failed:
+            results.ok(f"{what} ({probe.failures[0][:140]})")
+        else:
+            results.fail(what, "the validator accepted it")
 
 
 # --------------------------------------------------------------------------
 
 
+def cronjob_wrapper_problems(doc: Doc) -> list[str]:
+    """Runs the CronJob's shell wrapper with a stub silverline: the drop id, DROP override, exit codes."""
+    import datetime
+
+    container = dig(doc.body, "spec", "jobTemplate", "spec", "template", "spec", "containers", 0) or {}
+    command = container.get("command") or []
+    if command[:2] != ["/bin/sh", "-c"]:
+        return []  # runs silverline directly: nothing to check here
+    script = (container.get("args") or [""])[0]
+    env_values = {e.get("name"): e.get("value", "") for e in container.get("env") or [] if "value" in e}
+    today = datetime.datetime.now(datetime.timezone.utc).date().replace(day=1)
+    previous = (today - datetime.timedelta(days=1)).strftime("%Y-%m")
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="silverline-wrapper-") as tmp:
+        stub = Path(tmp) / "silverline"
+        stub.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$STUB_OUT"\nexit "$STUB_EXIT"\n')
+        stub.chmod(0o755)
+        cases = [("", 0, previous), ("", 1, previous), ("", 3, previous), ("2026-07", 0, "2026-07")]
+        for drop, code, want in cases:
+            env = {**os.environ, **env_values}
+            env.update(PATH=f"{tmp}:{os.environ.get('PATH', '')}", STUB_OUT=str(Path(tmp) / "args"),
+                       STUB_EXIT=str(code), DROP=drop)
+            proc = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+            args = (Path(tmp) / "args").read_text().split("\n")[:-1] if (Path(tmp) / "args").exists() else []
+            if proc.returncode != code:
+                problems.append(f"silverline exiting {code} made the container exit {proc.returncode}: {proc.stderr.strip()[:200]}")
+            if "--drop" not in args or args[args.index("--drop") + 1] != want:
+                problems.append(f"DROP={drop!r}: expected --drop {want}, silverline got {args}")
+            if args[:1] != ["run"] or "--contributor" not in args or "--config" not in args:
+                problems.append(f"unexpected silverline arguments {args}")
+    return problems
+
+
 def run_checks(docs: list[Doc], versions: list[str], results: Results, binary: bool = True) -> None:
     check_schemas(docs, versions, results)
     check_contracts(docs, results)
+    for doc in docs:
+        if doc.kind == "CronJob" and binary:
+            results.check(f"wrapper {doc.label()} (drop id = previous month, exit code kept)", guarded(cronjob_wrapper_problems, doc))
     check_refs(docs, results)
     check_configmap(docs, results)
     if binary:
@@ -825,7 +1079,13 @@ def main(argv: list[str]) -> int:
         help=f"comma-separated Kubernetes versions to validate against (default {DEFAULT_K8S_VERSIONS})",
     )
     parser.add_argument("--counts", type=Path, help="also write 'passed failed skipped' to this file")
-    parser.add_argument("--no-binary", action="store_true", help="skip the check-config run")
+    parser.add_argument(
+        "--no-exec",
+        "--no-binary",
+        dest="no_exec",
+        action="store_true",
+        help="skip the checks that run programs (silverline check-config, the CronJob's shell wrapper)",
+    )
     args = parser.parse_args(argv)
 
     if command == "render-configmap":
@@ -839,7 +1099,9 @@ def main(argv: list[str]) -> int:
     if command == "selftest":
         selftest(docs, versions, results)
     else:
-        run_checks(docs, versions, results, binary=not args.no_binary)
+        run_checks(docs, versions, results, binary=not args.no_exec)
+        if not args.paths:
+            check_dockerfile(results)
     if args.counts:
         args.counts.write_text(f"{results.passed} {results.failed} {results.skipped}\n")
     if results.skipped:

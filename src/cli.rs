@@ -71,8 +71,12 @@ pub enum Command {
     },
 }
 
-/// Executes the parsed command.
-pub async fn run(cli: Cli) -> Result<()> {
+/// Exit code of a run that found, at commit time, that a concurrent run of the
+/// same drop had committed it: nothing was added (see README, exit codes).
+pub const EXIT_COMMITTED_CONCURRENTLY: u8 = 4;
+
+/// Executes the parsed command; returns the exit code of a command that did not fail.
+pub async fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Run {
             config,
@@ -88,7 +92,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             };
             let outcome = run_drop(&plan, &drop, &options).await?;
             print_outcome(&outcome.summary, outcome.summary_url.as_deref());
-            Ok(())
+            Ok(match outcome.summary.status {
+                RunStatus::CommittedConcurrently => EXIT_COMMITTED_CONCURRENTLY,
+                _ => 0,
+            })
         }
         Command::CheckConfig { config } => {
             let plan = load_plan(&config)?;
@@ -98,7 +105,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 plan.contract.columns.len(),
                 plan.rules.len()
             );
-            Ok(())
+            Ok(0)
         }
         Command::Rules {
             config,
@@ -106,9 +113,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         } => {
             let plan = load_plan(&config)?;
             print!("{}", describe_rules(&plan, &contributor)?);
-            Ok(())
+            Ok(0)
         }
-        Command::Demo { dir } => crate::demo::run_demo(&dir).await,
+        Command::Demo { dir } => crate::demo::run_demo(&dir).await.map(|()| 0),
     }
 }
 
@@ -147,6 +154,12 @@ pub fn describe_rules(plan: &crate::config::Plan, contributor: &str) -> Result<S
 fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Option<&str>) {
     let counts = &summary.counts;
     match summary.status {
+        RunStatus::CommittedConcurrently => println!(
+            "{}/{}: a concurrent run of the same drop committed it (snapshot {}) while this one ran: nothing added",
+            summary.contributor,
+            summary.drop_id,
+            summary.snapshot_id.unwrap_or_default()
+        ),
         RunStatus::AlreadyCommitted => println!(
             "{}/{}: already committed in snapshot {}: nothing to do",
             summary.contributor,

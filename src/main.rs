@@ -10,7 +10,7 @@ async fn main() -> ExitCode {
     let cli = silverline::cli::Cli::parse();
     silverline::telemetry::init(cli.log_format);
     match silverline::cli::run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(error) => {
             tracing::error!(error = %error, "run failed");
             eprintln!("error: {error}");

@@ -6,6 +6,8 @@
 pub const PREV_PREFIX: &str = "prev_";
 /// How many times the row's record key (entity key + order column) occurs in the drop.
 pub const KEY_OCCURRENCES: &str = "_key_occurrences";
+/// How many times the row's record key is already in Silver (a resubmission when > 0).
+pub const KEY_COMMITTED: &str = "_key_committed";
 /// The contributor whose drop is being run (the same on every row).
 pub const DROP_CONTRIBUTOR: &str = "_drop_contributor";
 /// Prefix of the reference-match columns (`_ref_<name>`: the row found its key in reference `<name>`).

@@ -46,3 +46,13 @@ async fn a_dry_run_commits_nothing_but_reports_what_it_would_commit() {
 async fn malformed_records_are_quarantined_with_file_line_and_raw_text() {
     suite::malformed_records_are_quarantined(&workspace().await.ws).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_drop_run_twice_at_once_commits_once() {
+    suite::same_drop_twice_at_once_commits_once(&workspace().await.ws).await;
+}
+
+#[tokio::test]
+async fn resubmissions_and_foreign_rows_are_set_aside() {
+    suite::resubmissions_and_foreign_rows_are_set_aside(&workspace().await.ws).await;
+}

@@ -16,11 +16,8 @@ use std::collections::BTreeSet;
 
 use assert_cmd::Command;
 use chrono::NaiveDate;
-use common::{silver_count, silver_table, stack_workspace, suite};
-use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use common::{silver_count, silver_table, stack_workspace, stack_workspace_with, suite};
 use silverline::demo::generate::Portfolio;
-use silverline::infra::catalog::connect;
-use silverline::infra::storage::Stores;
 use silverline::pipeline::RunOptions;
 use silverline::pipeline::commit::RUN_KEY_PROPERTY;
 use silverline::pipeline::summary::RunStatus;
@@ -177,31 +174,15 @@ async fn stack_concurrent_contributors_all_commit_exactly_once() {
     }
 }
 
-/// With commit retries set to zero, concurrent contributors make some commits
+/// With one commit attempt allowed, concurrent contributors make some commits
 /// meet a conflict: such a run is an infrastructure error (exit 3) with none
 /// of its rows in Silver, and its rerun commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs the local stack: bash localstack/test.sh"]
 async fn stack_commit_conflicts_past_the_retries_exit_3_and_the_rerun_commits() {
-    let tw = stack_workspace().await;
+    let tw = stack_workspace_with(&[("commit.attempts", "1")]).await;
     let ws = &tw.ws;
     suite::bank_with_history(ws, 3).await;
-    let table = silver_table(ws).await;
-    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
-        .await
-        .unwrap();
-    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
-    let tx = Transaction::new(&table);
-    let no_retries = tx
-        .update_table_properties()
-        .set("commit.retry.num-retries".to_string(), "0".to_string());
-    no_retries
-        .apply(tx)
-        .unwrap()
-        .commit(catalog.as_ref())
-        .await
-        .unwrap();
-
     let options = RunOptions::default();
     for round in 0..5 {
         let contributors: Vec<String> = (0..6).map(|i| format!("BANK_R{round}{i}")).collect();
@@ -223,7 +204,7 @@ async fn stack_commit_conflicts_past_the_retries_exit_3_and_the_rerun_commits() 
             continue;
         };
         assert_eq!(err.class().exit_code(), 3, "{err}");
-        assert!(err.to_string().contains("commit"), "{err}");
+        assert!(err.to_string().contains("attempt 1 of 1"), "{err}");
         let before = silver_count(ws).await;
         let rerun = ws.run_drop(loser, "2026-01", &options).await;
         let rerun = rerun.unwrap_or_else(|e| panic!("rerun of {loser} failed: {e}"));
@@ -231,7 +212,13 @@ async fn stack_commit_conflicts_past_the_retries_exit_3_and_the_rerun_commits() 
         assert_eq!(silver_count(ws).await, before + 4);
         return;
     }
-    panic!("five rounds of six concurrent commits with no retries met no conflict");
+    panic!("five rounds of six concurrent single-attempt commits met no conflict");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_the_same_drop_run_twice_at_once_commits_once() {
+    suite::same_drop_twice_at_once_commits_once(&stack_workspace().await.ws).await;
 }
 
 /// Runs the binary against the stack with extra environment, returning (exit code, output).

@@ -166,6 +166,8 @@ pub struct Plan {
     pub average_periods: u32,
     /// Reference tables.
     pub references: Vec<Reference>,
+    /// How many times a conflicting commit is tried in all.
+    pub commit_attempts: u32,
 }
 
 /// A named aggregate over one contributor's period.
@@ -258,6 +260,7 @@ impl Plan {
             metrics,
             average_periods: raw.aggregates.average_periods,
             references,
+            commit_attempts: raw.commit.attempts.max(1),
         };
         if problems.is_empty() {
             Ok(plan)

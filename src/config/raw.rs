@@ -41,6 +41,26 @@ pub struct SilverlineConfig {
     /// Reference tables that reference rules join to (LEFT join). Default: none.
     #[serde(default)]
     pub references: Vec<ReferenceConfig>,
+    /// How commits to Silver are retried. Default: 6 attempts.
+    #[serde(default)]
+    pub commit: CommitConfig,
+}
+
+/// Commit retries.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitConfig {
+    /// How many times a commit that meets a concurrent commit is tried in all. Default: 6.
+    #[serde(default = "default_commit_attempts")]
+    pub attempts: u32,
+}
+
+impl Default for CommitConfig {
+    fn default() -> Self {
+        Self {
+            attempts: default_commit_attempts(),
+        }
+    }
 }
 
 /// A file of rules.
@@ -313,6 +333,9 @@ fn default_lookback_months() -> u32 {
 }
 fn default_catalog_name() -> String {
     "silverline".to_string()
+}
+fn default_commit_attempts() -> u32 {
+    6
 }
 fn default_scope() -> String {
     "row".to_string()

@@ -14,7 +14,8 @@ use datafusion::prelude::{Expr, SessionContext};
 
 use crate::config::contract::Contract;
 use crate::transient::{
-    DROP_CONTRIBUTOR, HAS_BASELINE, KEY_OCCURRENCES, PREV_PREFIX, REF_PREFIX, prev_column,
+    DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PREV_PREFIX, REF_PREFIX,
+    prev_column,
 };
 
 /// What happens to a row that fails a rule.
@@ -219,6 +220,7 @@ pub fn row_fields(contract: &Contract, references: &[String]) -> Vec<Field> {
         .map(|c| Field::new(prev_column(&c.name), c.column_type.arrow_type(), true));
     fields.extend(prev.collect::<Vec<_>>());
     fields.push(Field::new(KEY_OCCURRENCES, DataType::Int64, false));
+    fields.push(Field::new(KEY_COMMITTED, DataType::Int64, false));
     fields.push(Field::new(HAS_BASELINE, DataType::Boolean, false));
     fields.push(Field::new(DROP_CONTRIBUTOR, DataType::Utf8, false));
     fields.extend(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use iceberg::spec::{Transform, UnboundPartitionSpec};
 use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
 use iceberg_catalog_rest::RestCatalogBuilder;
 use iceberg_catalog_sql::SqlCatalogBuilder;
@@ -118,6 +119,29 @@ pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result
     }
 }
 
+/// Silverline retries Silver commits itself, re-checking the run key each time
+/// (see `pipeline::commit`); Iceberg's blind re-apply must stay off.
+const NO_ICEBERG_RETRIES: (&str, &str) = ("commit.retry.num-retries", "0");
+
+/// Turns Iceberg's own commit retries off on a Silver table created elsewhere.
+async fn disable_iceberg_retries(catalog: &dyn Catalog, table: Table) -> Result<Table> {
+    let (key, value) = NO_ICEBERG_RETRIES;
+    if table.metadata().properties().get(key).map(String::as_str) == Some(value) {
+        return Ok(table);
+    }
+    let target = table.identifier().to_string();
+    let tx = Transaction::new(&table);
+    let update = tx
+        .update_table_properties()
+        .set(key.to_string(), value.to_string());
+    let tx = update
+        .apply(tx)
+        .map_err(Error::catalog("set-properties", &target))?;
+    tx.commit(catalog)
+        .await
+        .map_err(Error::catalog("set-properties", &target))
+}
+
 /// Loads the Silver table and checks that its schema is the contract.
 pub async fn load_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = table_ident(&plan.table);
@@ -126,7 +150,7 @@ pub async fn load_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
         .await
         .map_err(Error::catalog("load-table", ident.to_string()))?;
     check_schema(&table, &plan.contract)?;
-    Ok(table)
+    disable_iceberg_retries(catalog, table).await
 }
 
 fn check_schema(table: &Table, contract: &Contract) -> Result<()> {
@@ -178,5 +202,9 @@ fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
         .name(plan.table.name.clone())
         .schema(schema)
         .partition_spec(spec.build())
+        .properties(HashMap::from([(
+            NO_ICEBERG_RETRIES.0.to_string(),
+            NO_ICEBERG_RETRIES.1.to_string(),
+        )]))
         .build())
 }

@@ -28,8 +28,8 @@ use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
 use crate::infra::query::new_session;
 use crate::transient::{
-    DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_OCCURRENCES, PERIOD, SOURCE_FILE, SOURCE_LINE,
-    prev_column,
+    DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, SOURCE_FILE,
+    SOURCE_LINE, prev_column,
 };
 
 /// The drop's rows with their previous state attached, not yet computed.
@@ -193,13 +193,15 @@ fn baseline_sql(
                   FALSE AS {in_batch}, CAST(0 AS BIGINT) AS {occurrences} \
            FROM silver WHERE {history_where}), \
          lagged AS (\
-           SELECT *, {lags} FROM (SELECT * FROM batch_rows UNION ALL SELECT * FROM history_rows) \
+           SELECT *, {lags}, COUNT(CASE WHEN NOT {in_batch} THEN 1 END) OVER (PARTITION BY {record_key}) AS {committed} \
+           FROM (SELECT * FROM batch_rows UNION ALL SELECT * FROM history_rows) \
            WINDOW w AS (PARTITION BY {entity_key} ORDER BY {order}, {in_batch})) \
-         SELECT {batch_columns}, {prev_names}, {occurrences}, {prev_order} IS NOT NULL AS {has_baseline}, \
+         SELECT {batch_columns}, {prev_names}, {occurrences}, {committed}, {prev_order} IS NOT NULL AS {has_baseline}, \
                 {contributor} AS {drop_contributor}, CAST(date_trunc('month', {order}) AS DATE) AS {period} \
          FROM lagged WHERE {in_batch}",
         in_batch = quote(IN_BATCH),
         occurrences = quote(KEY_OCCURRENCES),
+        committed = quote(KEY_COMMITTED),
         source_file = quote(SOURCE_FILE),
         source_line = quote(SOURCE_LINE),
         prev_order = quote(&prev_column(&contract.order_column)),

@@ -2,12 +2,22 @@
 //! invariant 4). It takes only a [`Balanced`] run. The snapshot's properties
 //! carry the run key, which is how a rerun knows it has nothing to do, and the
 //! counts, so the table's history tells what each run did.
+//!
+//! Idempotent under concurrency (invariant 5): silverline owns the retries.
+//! Silver is created with Iceberg's own commit retries off, and each attempt
+//! here reloads the table, checks that no run with the same key committed, and
+//! appends on exactly that state; a concurrent commit makes the attempt fail
+//! with a conflict instead of being silently re-applied on top of it. So two
+//! runs of the same drop commit once: the loser finds the winner's snapshot.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use iceberg::Catalog;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, ErrorKind};
 
 use crate::config::Plan;
 use crate::error::{Error, Result};
@@ -25,71 +35,119 @@ pub enum Committed {
     /// A new snapshot.
     Snapshot(i64),
     /// A concurrent run of the same drop committed first; nothing was added.
-    AlreadyCommitted(i64),
+    LostRace(i64),
 }
 
-/// Appends the balanced run's data files to Silver in one snapshot.
+/// Who is committing: the run's key and id and the rule set that judged it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunIdentity<'a> {
+    /// contributor/drop/fingerprint.
+    pub run_key: &'a str,
+    /// The run id.
+    pub run_id: &'a str,
+    /// Fingerprint of the resolved rule set.
+    pub rules_fingerprint: &'a str,
+}
+
+/// Appends the balanced run's data files to Silver in one snapshot, retrying
+/// conflicts up to `plan.commit_attempts` times.
 pub async fn commit_silver(
     catalog: &Arc<dyn Catalog>,
     plan: &Plan,
     balanced: Balanced,
-    run_key: &str,
-    run_id: &str,
-    rules_fingerprint: &str,
+    run: RunIdentity<'_>,
 ) -> Result<Committed> {
     let ident = table_ident(&plan.table);
     let target = ident.to_string();
-    let table = catalog
-        .load_table(&ident)
-        .await
-        .map_err(Error::catalog("load-table", &target))?;
-    if let Some(snapshot) = committed_snapshot(&table, run_key) {
-        return Ok(Committed::AlreadyCommitted(snapshot));
+    let properties = snapshot_properties(&balanced, run);
+    let data_files = balanced.into_data_files();
+    let mut attempt = 1;
+    loop {
+        let table = catalog
+            .load_table(&ident)
+            .await
+            .map_err(Error::catalog("load-table", &target))?;
+        if let Some(snapshot) = committed_snapshot(&table, run.run_key) {
+            discard_files(&table, &data_files).await;
+            return Ok(Committed::LostRace(snapshot));
+        }
+        match append_once(catalog, &table, &data_files, &properties).await {
+            Ok(committed) => {
+                return committed_snapshot(&committed, run.run_key)
+                    .map(Committed::Snapshot)
+                    .ok_or_else(|| {
+                        Error::Internal(format!(
+                            "commit to {target} left no snapshot with run key {}",
+                            run.run_key
+                        ))
+                    });
+            }
+            Err(e)
+                if e.kind() == ErrorKind::CatalogCommitConflicts
+                    && attempt < plan.commit_attempts =>
+            {
+                tracing::warn!(attempt, table = %target, "commit conflict: reloading and retrying");
+                tokio::time::sleep(backoff(attempt)).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(Error::catalog(
+                    "commit",
+                    format!("{target} (attempt {attempt} of {})", plan.commit_attempts),
+                )(e));
+            }
+        }
     }
-    let properties = HashMap::from([
-        (RUN_KEY_PROPERTY.to_string(), run_key.to_string()),
-        ("silverline.run-id".to_string(), run_id.to_string()),
-        (
-            "silverline.rules-fingerprint".to_string(),
-            rules_fingerprint.to_string(),
-        ),
-        (
-            "silverline.received".to_string(),
-            balanced.received().to_string(),
-        ),
-        (
-            "silverline.committed".to_string(),
-            balanced.silver().to_string(),
-        ),
-        (
-            "silverline.quarantined".to_string(),
-            balanced.set_aside(SetAside::Quarantine).to_string(),
-        ),
-        (
-            "silverline.dropped".to_string(),
-            balanced.set_aside(SetAside::Dropped).to_string(),
-        ),
-        (
-            "silverline.pending".to_string(),
-            balanced.set_aside(SetAside::Pending).to_string(),
-        ),
-    ]);
-    let tx = Transaction::new(&table);
+}
+
+fn snapshot_properties(balanced: &Balanced, run: RunIdentity<'_>) -> HashMap<String, String> {
+    let counts = [
+        ("received", balanced.received()),
+        ("committed", balanced.silver()),
+        ("quarantined", balanced.set_aside(SetAside::Quarantine)),
+        ("dropped", balanced.set_aside(SetAside::Dropped)),
+        ("pending", balanced.set_aside(SetAside::Pending)),
+    ];
+    let mut properties: HashMap<String, String> = counts
+        .iter()
+        .map(|(name, count)| (format!("silverline.{name}"), count.to_string()))
+        .collect();
+    properties.insert(RUN_KEY_PROPERTY.to_string(), run.run_key.to_string());
+    properties.insert("silverline.run-id".to_string(), run.run_id.to_string());
+    properties.insert(
+        "silverline.rules-fingerprint".to_string(),
+        run.rules_fingerprint.to_string(),
+    );
+    properties
+}
+
+/// One fast-append on exactly `table`'s state (Iceberg's own retries are off on Silver).
+async fn append_once(
+    catalog: &Arc<dyn Catalog>,
+    table: &Table,
+    data_files: &[DataFile],
+    properties: &HashMap<String, String>,
+) -> iceberg::Result<Table> {
+    let tx = Transaction::new(table);
     let append = tx
         .fast_append()
-        .add_data_files(balanced.into_data_files())
-        .set_snapshot_properties(properties);
-    let tx = append
-        .apply(tx)
-        .map_err(Error::catalog("commit", &target))?;
-    let committed = tx
-        .commit(catalog.as_ref())
-        .await
-        .map_err(Error::catalog("commit", &target))?;
-    let snapshot = committed_snapshot(&committed, run_key).ok_or_else(|| {
-        Error::Internal(format!(
-            "commit to {target} left no snapshot with run key {run_key}"
-        ))
-    })?;
-    Ok(Committed::Snapshot(snapshot))
+        .add_data_files(data_files.to_vec())
+        .set_snapshot_properties(properties.clone());
+    append.apply(tx)?.commit(catalog.as_ref()).await
+}
+
+/// 100 ms, 200 ms, 400 ms... up to 5 s, with jitter so that racing runs spread out.
+fn backoff(attempt: u32) -> Duration {
+    let base = 100u64.saturating_mul(1 << attempt.min(6)).min(5_000);
+    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * base / 512;
+    Duration::from_millis(base / 2 + jitter)
+}
+
+/// Deletes data files that will never be committed (best effort: an orphan is harmless).
+async fn discard_files(table: &Table, data_files: &[DataFile]) {
+    for file in data_files {
+        if let Err(error) = table.file_io().delete(file.file_path()).await {
+            tracing::warn!(path = file.file_path(), error = %error, "could not delete an uncommitted data file");
+        }
+    }
 }

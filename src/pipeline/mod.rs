@@ -112,6 +112,13 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
         summary.status = RunStatus::Failed;
         summary.error = Some(error.to_string());
     }
+    if summary.status == RunStatus::CommittedConcurrently {
+        // The winner's summary is the record of this drop; leave it as it is.
+        return Ok(RunOutcome {
+            summary,
+            summary_url: None,
+        });
+    }
     let written = summary.write(&context.dq_error, &summary_path).await;
     result?;
     Ok(RunOutcome {
@@ -234,23 +241,24 @@ async fn process(
         tracing::info!(would_commit = balanced.silver(), table = %table_ident(&plan.table), "dry run: nothing committed");
         return Ok(());
     }
-    let committed = commit::commit_silver(
-        &context.catalog,
-        plan,
-        balanced,
-        &claim.run_key,
-        &claim.run_id,
-        &summary.rules_fingerprint,
-    )
-    .await?;
+    let identity = commit::RunIdentity {
+        run_key: &claim.run_key,
+        run_id: &claim.run_id,
+        rules_fingerprint: &summary.rules_fingerprint,
+    };
+    let committed = commit::commit_silver(&context.catalog, plan, balanced, identity).await?;
     lap(summary, "commit", clock);
     match committed {
         Committed::Snapshot(id) => {
             summary.status = RunStatus::Committed;
             summary.snapshot_id = Some(id);
         }
-        Committed::AlreadyCommitted(id) => {
-            summary.status = RunStatus::AlreadyCommitted;
+        Committed::LostRace(id) => {
+            tracing::warn!(
+                snapshot_id = id,
+                "a concurrent run of the same drop committed it first: nothing added"
+            );
+            summary.status = RunStatus::CommittedConcurrently;
             summary.snapshot_id = Some(id);
         }
     }

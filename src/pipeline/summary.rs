@@ -21,6 +21,8 @@ pub enum RunStatus {
     Committed,
     /// This drop was committed before: nothing done.
     AlreadyCommitted,
+    /// A concurrent run of the same drop committed it while this one ran: nothing added.
+    CommittedConcurrently,
     /// Everything but the commit.
     DryRun,
     /// Stopped; nothing committed.

@@ -28,6 +28,11 @@ pub struct TestWorkspace {
 /// A workspace on the local stack (S3 + Iceberg REST catalog started by
 /// `localstack/up.sh`), with its own prefixes and namespace.
 pub async fn stack_workspace() -> TestWorkspace {
+    stack_workspace_with(&[]).await
+}
+
+/// [`stack_workspace`] with more setting overrides.
+pub async fn stack_workspace_with(extra: &[(&str, &str)]) -> TestWorkspace {
     let need = |name: &str| {
         std::env::var(name).unwrap_or_else(|_| {
             panic!("{name} is not set: run the suite with `bash localstack/test.sh`, or `bash localstack/up.sh && source localstack/env.sh`")
@@ -50,6 +55,10 @@ pub async fn stack_workspace() -> TestWorkspace {
             format!("s3://lake/{id}/reference/holders"),
         ),
     ];
+    let overrides: Vec<(String, String)> = overrides
+        .into_iter()
+        .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
     let config = std::fs::read_to_string("config/localstack.toml").unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let ws = Workspace::create_with(&tmp.path().join("ws"), &config, &overrides)

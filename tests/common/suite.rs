@@ -370,3 +370,65 @@ pub async fn malformed_records_are_quarantined(ws: &Workspace) {
         records[0]["_dq_errors"]
     );
 }
+
+/// The same drop started twice at once commits exactly once: one run commits,
+/// the other finds its snapshot and adds nothing.
+pub async fn same_drop_twice_at_once_commits_once(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 200).await;
+    let rows = bank.statements(month(2026, 1), false);
+    ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
+    let snapshots_before = snapshot_count(ws).await;
+    let options = RunOptions::default();
+    let (a, b) = futures::join!(
+        ws.run_drop("BANK_T", "2026-01", &options),
+        ws.run_drop("BANK_T", "2026-01", &options)
+    );
+    let (a, b) = (a.unwrap().summary, b.unwrap().summary);
+    assert_eq!((a.counts.quarantined, b.counts.quarantined), (0, 0));
+    let mut statuses = vec![a.status, b.status];
+    statuses.sort_by_key(|s| format!("{s:?}"));
+    assert_eq!(snapshot_count(ws).await, snapshots_before + 1);
+    assert_eq!(silver_count(ws).await, 400);
+    assert!(statuses.contains(&RunStatus::Committed), "{statuses:?}");
+    let other = statuses
+        .iter()
+        .find(|s| **s != RunStatus::Committed)
+        .unwrap();
+    assert!(
+        matches!(
+            other,
+            RunStatus::CommittedConcurrently | RunStatus::AlreadyCommitted
+        ),
+        "{statuses:?}"
+    );
+}
+
+/// A statement already committed by an earlier drop is set aside as a
+/// resubmission, never doubled; a row of another contributor is quarantined.
+pub async fn resubmissions_and_foreign_rows_are_set_aside(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 12).await;
+    let december = Portfolio::new("BANK_T", 12, false, 5).statements(month(2025, 12), true);
+    let mut january = bank.statements(month(2026, 1), false);
+    january.extend(december.iter().take(3).cloned());
+    january[0].contributor = "BANK_OTHER".to_string();
+    ws.put_drop("BANK_T", "2026-01-with-resends", &january)
+        .await
+        .unwrap();
+    let summary = ws
+        .run_drop("BANK_T", "2026-01-with-resends", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    let failed = |rule: &str| {
+        summary
+            .rules
+            .iter()
+            .find(|r| r.rule == rule)
+            .unwrap()
+            .failed
+    };
+    assert_eq!(failed("resubmission"), 3);
+    assert_eq!(failed("contributor"), 1);
+    assert_eq!(summary.counts.quarantined, 4);
+    assert_eq!(silver_count(ws).await, 12 + 11);
+}
