@@ -2,7 +2,8 @@
 # The project's test command. Starts the local stacks on loopback (SeaweedFS
 # `weed mini`: S3 + Iceberg REST catalog; LocalStack: S3), installing them on
 # a fresh machine, runs the whole suite (unit, embedded end-to-end, binary,
-# S3 + REST, LocalStack lane) and stops the stacks even when tests fail.
+# S3 + REST, LocalStack lane), validates the deployment manifests
+# (deploy/validate.sh) and stops the stacks even when tests fail.
 #
 #   bash localstack/test.sh                 # everything
 #   bash localstack/test.sh --test cli      # extra arguments go to cargo test
@@ -26,6 +27,9 @@ bash localstack/up.sh >/dev/null
 source localstack/env.sh
 "$stack_home/venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pyiceberg[pyarrow]==0.12.0'
 export SILVERLINE_PYTHON="$stack_home/venv/bin/python"
+
+# The deployment manifests, DAG and Dockerfile (prints `deploy: N passed, M failed`).
+bash deploy/validate.sh
 
 if [ -z "${SILVERLINE_SKIP_LOCALSTACK:-}" ]; then
   bash localstack/localstack-up.sh >/dev/null

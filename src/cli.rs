@@ -47,6 +47,22 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Run a contributor's drops from one drop id to another, in order: skip those
+    /// already committed, stop at the first failure and say where to resume.
+    Backfill {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Contributor id.
+        #[arg(long)]
+        contributor: String,
+        /// First drop id (inclusive; drop ids sort as text, e.g. 2026-01).
+        #[arg(long)]
+        from: String,
+        /// Last drop id (inclusive).
+        #[arg(long)]
+        to: String,
+    },
     /// Validate the configuration and its rules without reading data.
     CheckConfig {
         /// Configuration file.
@@ -96,6 +112,35 @@ pub async fn run(cli: Cli) -> Result<u8> {
                 RunStatus::CommittedConcurrently => EXIT_COMMITTED_CONCURRENTLY,
                 _ => 0,
             })
+        }
+        Command::Backfill {
+            config,
+            contributor,
+            from,
+            to,
+        } => {
+            let plan = load_plan(&config)?;
+            let report = crate::backfill::run_backfill(
+                &plan,
+                &contributor,
+                &from,
+                &to,
+                &RunOptions::default(),
+            )
+            .await?;
+            for summary in &report.runs {
+                print_outcome(summary, None);
+            }
+            match report.stopped_at {
+                None => Ok(0),
+                Some((drop_id, error)) => {
+                    println!(
+                        "backfill stopped at {contributor}/{drop_id}: {error}\nresume with: silverline backfill --config {} --contributor {contributor} --from {drop_id} --to {to}",
+                        config.display()
+                    );
+                    Err(error)
+                }
+            }
         }
         Command::CheckConfig { config } => {
             let plan = load_plan(&config)?;

@@ -11,10 +11,11 @@
 //!
 //! Modules in pipeline order: [`config`] (contract and rules), [`pipeline`]
 //! (one module per stage), [`infra`] (object storage and catalog), plus the
-//! [`cli`], [`demo`] and [`telemetry`] around them.
+//! [`cli`], [`backfill`], [`demo`] and [`telemetry`] around them.
 
 #![deny(missing_docs)]
 
+pub mod backfill;
 pub mod cli;
 pub mod config;
 pub mod demo;

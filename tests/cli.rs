@@ -331,3 +331,66 @@ fn rules_prints_the_resolved_set_with_origin_scope_and_severity() {
         "{bank}"
     );
 }
+
+#[test]
+fn backfill_runs_drops_in_order_skips_committed_ones_and_says_where_to_resume() {
+    let (tmp, config) = project(|t| t);
+    let mut bank = Portfolio::new("BANK_B", 150, false, 8);
+    let months: Vec<Vec<Statement>> = (1..=4)
+        .map(|m| bank.statements(month(2026, m), false))
+        .collect();
+    for (m, rows) in months.iter().enumerate() {
+        put_drop(tmp.path(), "BANK_B", &format!("2026-0{}", m + 1), rows);
+    }
+    let config = config.to_str().unwrap();
+    silverline(&[
+        "run",
+        "--config",
+        config,
+        "--contributor",
+        "BANK_B",
+        "--drop",
+        "2026-01",
+    ])
+    .success();
+    let mut bad = months[2].clone();
+    mis_map_limits(&mut bad);
+    put_drop(tmp.path(), "BANK_B", "2026-03", &bad);
+    let args = [
+        "backfill",
+        "--config",
+        config,
+        "--contributor",
+        "BANK_B",
+        "--from",
+        "2026-01",
+        "--to",
+        "2026-04",
+    ];
+    let text = output(&silverline(&args).success());
+    assert!(text.contains("2026-01: already committed"), "{text}");
+    assert!(text.contains("committed 150 rows"), "{text}");
+    assert!(
+        text.contains("committed 0 rows") && text.contains("quarantined 150"),
+        "{text}"
+    );
+    let broken = tmp.path().join("data/bronze/BANK_B/2026-05");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("statements.txt"), "not a drop").unwrap();
+    let args = [
+        "backfill",
+        "--config",
+        config,
+        "--contributor",
+        "BANK_B",
+        "--from",
+        "2026-04",
+        "--to",
+        "2026-05",
+    ];
+    let text = output(&silverline(&args).code(1));
+    assert!(
+        text.contains("backfill stopped at BANK_B/2026-05") && text.contains("--from 2026-05"),
+        "{text}"
+    );
+}
