@@ -79,6 +79,16 @@ pub enum Command {
         #[arg(long)]
         contributor: String,
     },
+    /// Benchmark: one monthly run vs the CSV-to-Parquet floor, with 3, 12 and 36 months of
+    /// history and with five times the rules. Build with --release first.
+    Bench {
+        /// Accounts in the monthly drop.
+        #[arg(long, default_value_t = 200_000)]
+        accounts: usize,
+        /// Working folder (removed and re-created).
+        #[arg(long, default_value = "silverline-bench")]
+        dir: PathBuf,
+    },
     /// Generate the reference dataset, load its history and run the clean month and the corruptions.
     Demo {
         /// Folder for the demo's bronze, warehouse, catalog and dq_error output.
@@ -161,6 +171,9 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Demo { dir } => crate::demo::run_demo(&dir).await.map(|()| 0),
+        Command::Bench { accounts, dir } => {
+            crate::bench::run_bench(accounts, &dir).await.map(|()| 0)
+        }
     }
 }
 

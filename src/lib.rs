@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod backfill;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;

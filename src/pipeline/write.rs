@@ -77,7 +77,7 @@ fn to_csv(rows: &RecordBatch) -> Result<Vec<u8>> {
 }
 
 /// Writes `batches` as data files of `silver`'s current schema and partition spec.
-async fn write_silver_files(
+pub async fn write_silver_files(
     silver: &Table,
     batches: &[RecordBatch],
     run_id: &str,

@@ -1,0 +1,309 @@
+//! `silverline bench`: times one monthly run end to end on the embedded
+//! default, against the floor of reading the drop's CSV and writing it as
+//! Parquet, and shows how the run's time moves with history length (3, 12 and
+//! 36 months) and with five times the rules. Measured runs are `--dry-run`
+//! child processes (everything but the commit, so one drop can be measured
+//! under several settings), timed from outside, with their peak RSS read from
+//! `/proc` while they run.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+
+use crate::demo::Workspace;
+use crate::demo::generate::{Portfolio, months, to_csv};
+use crate::error::{Error, Result};
+use crate::infra::catalog::{connect, load_or_create_silver};
+use crate::infra::storage::Stores;
+use crate::pipeline::claim::DropFile;
+use crate::pipeline::read::read_drop;
+use crate::pipeline::write::write_silver_files;
+
+const CONTRIBUTOR: &str = "BENCH_BANK";
+
+/// One measured run.
+#[derive(Debug, Clone)]
+pub struct Measure {
+    /// Wall time of the child process.
+    pub wall: Duration,
+    /// Its peak resident memory, bytes.
+    pub peak_rss: u64,
+    /// Its stage timings from the run summary, in ms.
+    pub stages: Vec<(String, u64)>,
+}
+
+/// Runs the benchmark with `accounts` accounts under `dir` and prints the figures.
+pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
+    println!(
+        "silverline bench: {accounts} accounts, embedded default, under {}",
+        dir.display()
+    );
+    let mut by_history = Vec::new();
+    for history in [3u32, 12, 36] {
+        let ws = Workspace::create(&dir.join(format!("history-{history}"))).await?;
+        let drop_id = load_history(&ws, accounts, history).await?;
+        let measure = measure_run(&ws, "credit_statements.toml", &drop_id)?;
+        print_measure(
+            &format!("run, {history} months of history"),
+            accounts,
+            &measure,
+        );
+        by_history.push((history, ws, drop_id, measure));
+    }
+    let (_, ws, drop_id, run12) = &by_history[1];
+    let floor = measure_floor(ws, drop_id)?;
+    println!(
+        "floor (CSV -> Parquet, arrow)       {:>8.2} s",
+        floor.as_secs_f64()
+    );
+    write_five_fold_rules(ws)?;
+    let five = measure_run(ws, "credit_statements_x5.toml", drop_id)?;
+    print_measure("run, 12 months, 5x rules", accounts, &five);
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
+    println!(
+        "\nrun / floor                         {:>8.2}",
+        ratio(run12.wall, floor)
+    );
+    println!(
+        "36 months / 3 months of history     {:>8.2}",
+        ratio(by_history[2].3.wall, by_history[0].3.wall)
+    );
+    println!(
+        "5x rules / default rules            {:>8.2}",
+        ratio(five.wall, run12.wall)
+    );
+    println!(
+        "peak RSS 36 months / 3 months       {:>8.2}",
+        by_history[2].3.peak_rss as f64 / by_history[0].3.peak_rss.max(1) as f64
+    );
+    Ok(())
+}
+
+fn print_measure(label: &str, accounts: usize, measure: &Measure) {
+    let stages: Vec<String> = measure
+        .stages
+        .iter()
+        .map(|(s, ms)| format!("{s} {ms} ms"))
+        .collect();
+    println!(
+        "{label:<36}{:>8.2} s  {:>9.0} rows/s  peak RSS {:>6} MiB  ({})",
+        measure.wall.as_secs_f64(),
+        accounts as f64 / measure.wall.as_secs_f64().max(1e-9),
+        measure.peak_rss / (1 << 20),
+        stages.join(", ")
+    );
+}
+
+/// Commits `history` months straight to Silver (setup, not measured), writes the
+/// next month as a drop and returns its drop id.
+async fn load_history(ws: &Workspace, accounts: usize, history: u32) -> Result<String> {
+    let plan = &ws.plan;
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let catalog = connect(&plan.catalog, &stores).await?;
+    let mut portfolio = Portfolio::new(CONTRIBUTOR, accounts, false, 99);
+    let first = NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default();
+    let all = months(first, history + 1);
+    let (drop_month, history_months) = all
+        .split_last()
+        .ok_or_else(|| Error::Internal("no months".into()))?;
+    for (i, month) in history_months.iter().enumerate() {
+        let rows = portfolio.statements(*month, true);
+        if i == 0 {
+            ws.register_holders("bench", rows.iter().map(|r| r.holder.as_str()))
+                .await?;
+        }
+        let file = DropFile {
+            name: "history.csv".to_string(),
+            bytes: bytes::Bytes::from(to_csv(&rows)),
+        };
+        let batch = read_drop(&plan.contract, &[file])?;
+        let columns: Vec<usize> = (0..plan.contract.columns.len()).collect();
+        let typed = batch
+            .rows
+            .project(&columns)
+            .map_err(Error::arrow("bench"))?;
+        let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
+        let files = write_silver_files(&silver, &[typed], &format!("history-{i}")).await?;
+        let tx = Transaction::new(&silver);
+        let tx = tx
+            .fast_append()
+            .add_data_files(files)
+            .apply(tx)
+            .map_err(Error::catalog("bench", "history"))?;
+        tx.commit(catalog.as_ref())
+            .await
+            .map_err(Error::catalog("bench", "history"))?;
+    }
+    let drop_id = drop_month.format("%Y-%m").to_string();
+    ws.put_drop(
+        CONTRIBUTOR,
+        &drop_id,
+        &portfolio.statements(*drop_month, false),
+    )
+    .await?;
+    Ok(drop_id)
+}
+
+/// Runs `silverline run --dry-run` as a child process and measures it.
+fn measure_run(ws: &Workspace, config: &str, drop_id: &str) -> Result<Measure> {
+    let exe = std::env::current_exe().map_err(|source| Error::Io {
+        path: PathBuf::from("current_exe"),
+        source,
+    })?;
+    let config = ws.dir.join("config").join(config);
+    let started = Instant::now();
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "--log-format",
+            "json",
+            "run",
+            "--dry-run",
+            "--contributor",
+            CONTRIBUTOR,
+            "--drop",
+            drop_id,
+            "--config",
+        ])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|source| Error::Io {
+            path: config.clone(),
+            source,
+        })?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_rss = 0;
+    loop {
+        if let Some(rss) = read_peak_rss(&status_path) {
+            peak_rss = peak_rss.max(rss);
+        }
+        match child.try_wait().map_err(|source| Error::Io {
+            path: config.clone(),
+            source,
+        })? {
+            Some(_) => break,
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    let wall = started.elapsed();
+    let output = child.wait_with_output().map_err(|source| Error::Io {
+        path: config.clone(),
+        source,
+    })?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(Error::Internal(format!("bench run failed: {stdout}")));
+    }
+    Ok(Measure {
+        wall,
+        peak_rss,
+        stages: summary_stages(ws, &stdout),
+    })
+}
+
+fn read_peak_rss(status_path: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(status_path).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn summary_stages(ws: &Workspace, stdout: &str) -> Vec<(String, u64)> {
+    let Some(url) = stdout.lines().find_map(|l| l.strip_prefix("summary: ")) else {
+        return Vec::new();
+    };
+    let Some(path) = url.strip_prefix("file://") else {
+        return Vec::new();
+    };
+    let _ = ws;
+    let summary: serde_json::Value = match std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+    {
+        Some(v) => v,
+        None => return Vec::new(),
+    };
+    let stages = ["read", "baseline_and_evaluate", "route", "write", "balance"];
+    stages
+        .iter()
+        .filter_map(|s| Some((s.to_string(), summary["timings_ms"][s].as_u64()?)))
+        .collect()
+}
+
+/// The floor: read the drop CSV with the contract's types and write it as Parquet, nothing else.
+fn measure_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
+    let csv = ws
+        .dir
+        .join("data/bronze")
+        .join(CONTRIBUTOR)
+        .join(drop_id)
+        .join("statements.csv");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let started = Instant::now();
+    let file = std::fs::File::open(&csv).map_err(io(&csv))?;
+    let reader = arrow::csv::ReaderBuilder::new(ws.plan.contract.arrow_schema())
+        .with_header(true)
+        .with_batch_size(65_536)
+        .build(file)
+        .map_err(Error::arrow("bench"))?;
+    let out_path = ws.dir.join("floor.parquet");
+    let out = std::fs::File::create(&out_path).map_err(io(&out_path))?;
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(out, ws.plan.contract.arrow_schema(), None)
+            .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
+    for batch in reader {
+        let batch = batch.map_err(Error::arrow("bench"))?;
+        writer
+            .write(&batch)
+            .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
+    }
+    writer
+        .close()
+        .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
+    Ok(started.elapsed())
+}
+
+/// A config whose rule set is the default one plus four renamed copies of it.
+fn write_five_fold_rules(ws: &Workspace) -> Result<()> {
+    let config_dir = ws.dir.join("config");
+    let original = config_dir.join("rules/credit_rules.csv");
+    let text = std::fs::read_to_string(&original).map_err(|source| Error::Io {
+        path: original.clone(),
+        source,
+    })?;
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    let rows: Vec<&str> = lines.collect();
+    let mut copies = format!("{header}\n");
+    for copy in 2..=5 {
+        for row in &rows {
+            let (name, rest) = row.split_once(',').unwrap_or((row, ""));
+            copies.push_str(&format!("{name}_x{copy},{rest}\n"));
+        }
+    }
+    let copies_path = config_dir.join("rules/credit_rules_x4.csv");
+    std::fs::write(&copies_path, copies).map_err(|source| Error::Io {
+        path: copies_path,
+        source,
+    })?;
+    let config_path = config_dir.join("credit_statements.toml");
+    let config = std::fs::read_to_string(&config_path).map_err(|source| Error::Io {
+        path: config_path.clone(),
+        source,
+    })?;
+    let five = config.replace(
+        "rule_files = [{ path = \"rules/credit_rules.csv\" }]",
+        "rule_files = [{ path = \"rules/credit_rules.csv\" }, { path = \"rules/credit_rules_x4.csv\" }]",
+    );
+    let five_path = config_dir.join("credit_statements_x5.toml");
+    std::fs::write(&five_path, five).map_err(|source| Error::Io {
+        path: five_path,
+        source,
+    })
+}
