@@ -399,8 +399,16 @@ fn backfill_runs_drops_in_order_skips_committed_ones_and_says_where_to_resume() 
 fn bench_prints_the_run_the_floor_and_the_ratios() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("bench");
-    let text = output(&silverline(&["bench", "--accounts", "300", "--dir", dir.to_str().unwrap()]).success());
-    for label in ["3 months of history", "12 months of history", "36 months of history", "5x rules", "floor"] {
+    let text = output(
+        &silverline(&["bench", "--accounts", "300", "--dir", dir.to_str().unwrap()]).success(),
+    );
+    for label in [
+        "3 months of history",
+        "12 months of history",
+        "36 months of history",
+        "5x rules",
+        "floor",
+    ] {
         assert!(text.contains(label), "no '{label}' in {text}");
     }
     let ratio = |label: &str| -> f64 {

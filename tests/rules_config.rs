@@ -231,3 +231,90 @@ async fn a_corrected_rerun_is_baselined_on_the_last_committed_month_not_the_reje
     assert_eq!(volume.period, "2026-02-01");
     assert_eq!(volume.previous["accounts"], Some(50.0));
 }
+
+/// A reference kept as an Iceberg table of the catalog: rows whose holder is
+/// not in it are pending, the others reach Silver.
+#[tokio::test]
+async fn an_iceberg_table_can_be_the_reference() {
+    use std::sync::Arc;
+
+    use arrow::array::StringArray;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use iceberg::spec::{NestedField, PrimitiveType, Type};
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    use iceberg::{NamespaceIdent, TableCreation};
+    use silverline::infra::catalog::connect;
+    use silverline::infra::storage::Stores;
+    use silverline::pipeline::write::write_silver_files;
+
+    let overrides = [
+        ("references.0.format", "iceberg"),
+        ("references.0.location", "reference.holders"),
+    ];
+    let (_tmp, ws) = workspace_with(DEFAULT_CONFIG, &overrides).await;
+    let rows = Portfolio::new("BANK_I", 30, false, 6).statements(month(2026, 1), false);
+    let known: Vec<&str> = rows.iter().skip(4).map(|r| r.holder.as_str()).collect();
+
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
+    let namespace = NamespaceIdent::new("reference".to_string());
+    catalog
+        .create_namespace(&namespace, Default::default())
+        .await
+        .unwrap();
+    let schema = iceberg::spec::Schema::builder()
+        .with_fields(vec![Arc::new(NestedField::required(
+            1,
+            "holder_id",
+            Type::Primitive(PrimitiveType::String),
+        ))])
+        .build()
+        .unwrap();
+    let creation = TableCreation::builder()
+        .name("holders".to_string())
+        .schema(schema)
+        .build();
+    let table = catalog.create_table(&namespace, creation).await.unwrap();
+    let arrow_schema = Arc::new(
+        iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).unwrap(),
+    );
+    assert_eq!(arrow_schema.fields()[0].data_type(), &DataType::Utf8);
+    let batch = arrow::record_batch::RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "holder_id",
+            DataType::Utf8,
+            false,
+        )])),
+        vec![Arc::new(StringArray::from(known.clone()))],
+    )
+    .unwrap();
+    let files = write_silver_files(&table, &[batch], "reference")
+        .await
+        .unwrap();
+    let tx = Transaction::new(&table);
+    tx.fast_append()
+        .add_data_files(files)
+        .apply(tx)
+        .unwrap()
+        .commit(catalog.as_ref())
+        .await
+        .unwrap();
+
+    ws.put_file(
+        "BANK_I",
+        "2026-01",
+        "statements.csv",
+        silverline::demo::generate::to_csv(&rows).into_bytes(),
+    )
+    .await
+    .unwrap();
+    let summary = ws
+        .run_drop("BANK_I", "2026-01", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!((summary.counts.pending, summary.counts.committed), (4, 26));
+    assert_eq!(failed(&summary, "holder_exists"), 4);
+}

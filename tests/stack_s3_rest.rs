@@ -125,15 +125,20 @@ print(json.dumps({
 async fn stack_concurrent_contributors_all_commit_exactly_once() {
     let tw = stack_workspace().await;
     let ws = &tw.ws;
-    let contributors = ["BANK_P1", "BANK_P2", "BNPL_P3", "BANK_P4"];
+    // The fleet: eight contributors (banks and instalment lenders) at once.
+    let contributors: Vec<String> = (1..=8)
+        .map(|i| {
+            if i % 3 == 0 {
+                format!("BNPL_P{i}")
+            } else {
+                format!("BANK_P{i}")
+            }
+        })
+        .collect();
     for (i, contributor) in contributors.iter().enumerate() {
-        let rows = Portfolio::new(
-            contributor,
-            25 + i,
-            contributor.starts_with("BNPL"),
-            i as u64,
-        )
-        .statements(month(2026, 1), false);
+        let lender = contributor.starts_with("BNPL");
+        let rows =
+            Portfolio::new(contributor, 25 + i, lender, i as u64).statements(month(2026, 1), false);
         ws.put_drop(contributor, "2026-01", &rows).await.unwrap();
     }
     let options = RunOptions::default();
@@ -147,7 +152,7 @@ async fn stack_concurrent_contributors_all_commit_exactly_once() {
         assert_eq!(summary.status, RunStatus::Committed);
         run_keys.insert(summary.run_key.unwrap());
     }
-    assert_eq!(silver_count(ws).await, 25 + 26 + 27 + 28);
+    assert_eq!(silver_count(ws).await, (25..33).sum::<usize>());
     let table = silver_table(ws).await;
     let committed_keys: BTreeSet<String> = table
         .metadata()

@@ -188,6 +188,8 @@ pub enum ReferenceFormat {
     Csv,
     /// Parquet.
     Parquet,
+    /// An Iceberg table of the catalog (`location` = `<namespace>.<table>`).
+    Iceberg,
 }
 
 /// A reference table joined to rows (LEFT join) by reference rules.
@@ -656,13 +658,20 @@ fn check_references(
         let format = match reference.format.to_ascii_lowercase().as_str() {
             "csv" => ReferenceFormat::Csv,
             "parquet" => ReferenceFormat::Parquet,
+            "iceberg" => ReferenceFormat::Iceberg,
             other => {
                 problems.push(format!(
-                    "{at}: unknown format '{other}' (expected csv or parquet)"
+                    "{at}: unknown format '{other}' (expected csv, parquet or iceberg)"
                 ));
                 continue;
             }
         };
+        if format == ReferenceFormat::Iceberg && !reference.location.contains('.') {
+            problems.push(format!(
+                "{at}: an iceberg reference's location is <namespace>.<table>, not '{}'",
+                reference.location
+            ));
+        }
         if reference.keys.is_empty() {
             problems.push(format!("{at}: keys are needed"));
         }
@@ -681,7 +690,10 @@ fn check_references(
         }
         references.push(Reference {
             name: reference.name.clone(),
-            location: resolve_location(&reference.location, base),
+            location: match format {
+                ReferenceFormat::Iceberg => reference.location.clone(),
+                _ => resolve_location(&reference.location, base),
+            },
             format,
             keys: reference
                 .keys

@@ -12,6 +12,7 @@ pub mod scenarios;
 
 use std::path::{Path, PathBuf};
 
+use crate::config::plan::ReferenceFormat;
 use crate::config::{Plan, parse_plan};
 use crate::error::{Error, Result};
 use crate::infra::storage::{Location, Stores};
@@ -90,7 +91,7 @@ impl Workspace {
         let holders = plan
             .references
             .iter()
-            .find(|r| r.name == HOLDERS)
+            .find(|r| r.name == HOLDERS && r.format != ReferenceFormat::Iceberg)
             .map(|r| stores.open(&r.location, "references 'holders'"))
             .transpose()?;
         Ok(Workspace {

@@ -178,7 +178,11 @@ async fn process(
         summary.baseline.window_from = Some(from.to_string());
         summary.baseline.window_to = Some(to.to_string());
     }
-    let judged = evaluate::evaluate_rules(baselined, rules, plan, &context.stores).await?;
+    let sources = evaluate::reference::ReferenceSources {
+        stores: &context.stores,
+        catalog: context.catalog.as_ref(),
+    };
+    let judged = evaluate::evaluate_rules(baselined, rules, plan, sources).await?;
     summary.aggregates = judged.periods.clone();
     summary.baseline.rows_with_baseline = judged.with_baseline;
     summary.baseline.rows_without_baseline = judged.without_baseline;

@@ -29,10 +29,10 @@ use serde::Serialize;
 use crate::config::Plan;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::error::{Error, Result};
-use crate::infra::storage::Stores;
 use crate::pipeline::baseline::Baselined;
 use crate::transient::{DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX};
 use aggregate::{PeriodOutcomes, PeriodReport};
+use reference::ReferenceSources;
 
 /// The transient column holding the worst severity that fired on a row (null: none).
 pub const DQ_SEVERITY: &str = "_dq_severity";
@@ -106,14 +106,14 @@ pub async fn evaluate_rules(
     baselined: Baselined,
     rules: &[&Rule],
     plan: &Plan,
-    stores: &Stores,
+    sources: ReferenceSources<'_>,
 ) -> Result<Judged> {
     let referenced: Vec<_> = plan
         .references
         .iter()
         .filter(|r| rules.iter().any(|rule| rule.references.contains(&r.name)))
         .collect();
-    let baselined = reference::join_references(baselined, &referenced, stores).await?;
+    let baselined = reference::join_references(baselined, &referenced, sources).await?;
     let aggregate_rules: Vec<&Rule> = rules
         .iter()
         .copied()

@@ -16,15 +16,17 @@ use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::baseline::{Baselined, quote};
 use crate::transient::REF_PREFIX;
+use futures::TryStreamExt;
+use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
 /// Joins every reference in `references` to the baselined rows.
 pub async fn join_references(
     mut baselined: Baselined,
     references: &[&Reference],
-    stores: &Stores,
+    sources: ReferenceSources<'_>,
 ) -> Result<Baselined> {
     for reference in references {
-        let batches = load_reference(reference, stores).await?;
+        let batches = load_reference(reference, sources).await?;
         let schema = batches
             .first()
             .map(|b| b.schema())
@@ -86,8 +88,60 @@ fn join_sql(reference: &Reference, table: &str) -> String {
     )
 }
 
+/// Where reference tables are read from.
+#[derive(Clone, Copy)]
+pub struct ReferenceSources<'a> {
+    /// Object storage, for CSV and Parquet references.
+    pub stores: &'a Stores,
+    /// The catalog, for Iceberg references.
+    pub catalog: &'a dyn Catalog,
+}
+
+/// Reads a reference: an Iceberg table, or every file of a folder.
+async fn load_reference(
+    reference: &Reference,
+    sources: ReferenceSources<'_>,
+) -> Result<Vec<RecordBatch>> {
+    if reference.format == ReferenceFormat::Iceberg {
+        return load_iceberg_reference(reference, sources.catalog).await;
+    }
+    load_reference_files(reference, sources.stores).await
+}
+
+/// Scans the Iceberg table named `<namespace>.<table>` by the reference's location.
+async fn load_iceberg_reference(
+    reference: &Reference,
+    catalog: &dyn Catalog,
+) -> Result<Vec<RecordBatch>> {
+    let target = reference.location.clone();
+    let (namespace, table) = target.rsplit_once('.').unwrap_or(("", target.as_str()));
+    let ident = TableIdent::new(
+        NamespaceIdent::new(namespace.to_string()),
+        table.to_string(),
+    );
+    let table = catalog
+        .load_table(&ident)
+        .await
+        .map_err(Error::catalog("load-reference", &target))?;
+    if table.metadata().current_snapshot().is_none() {
+        return Ok(Vec::new());
+    }
+    let scan = table
+        .scan()
+        .build()
+        .map_err(Error::catalog("scan-reference", &target))?;
+    let stream = scan
+        .to_arrow()
+        .await
+        .map_err(Error::catalog("scan-reference", &target))?;
+    stream
+        .try_collect()
+        .await
+        .map_err(Error::catalog("scan-reference", &target))
+}
+
 /// Reads every file of the reference's folder.
-async fn load_reference(reference: &Reference, stores: &Stores) -> Result<Vec<RecordBatch>> {
+async fn load_reference_files(reference: &Reference, stores: &Stores) -> Result<Vec<RecordBatch>> {
     let location = stores.open(
         &reference.location,
         &format!("references '{}'", reference.name),
@@ -100,6 +154,12 @@ async fn load_reference(reference: &Reference, stores: &Stores) -> Result<Vec<Re
             reason,
         };
         match reference.format {
+            ReferenceFormat::Iceberg => {
+                return Err(Error::Internal(format!(
+                    "reference '{}' is a table, not files",
+                    reference.name
+                )));
+            }
             ReferenceFormat::Parquet => {
                 let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
                     .and_then(|b| b.build())
