@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use iceberg::Catalog;
 use iceberg::table::Table;
+use tracing::Instrument;
 
 use crate::config::Plan;
 use crate::config::rules::{Rule, Scope, Severity, rules_fingerprint};
@@ -76,6 +77,17 @@ struct Context<'a> {
 
 /// Runs one drop through every stage.
 pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
+    let span = tracing::info_span!(
+        "run",
+        contributor = %drop.contributor,
+        drop_id = %drop.drop_id,
+        run_id = tracing::field::Empty
+    );
+    run_stages(plan, drop, options).instrument(span).await
+}
+
+/// [`run`], inside the run's span (every log line carries contributor, drop and run id).
+async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
     let (contributor_type, rules) = plan.rules_for(&drop.contributor)?;
     let mut summary = new_summary(plan, drop, contributor_type, &rules);
@@ -103,8 +115,7 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
     summary.run_id = Some(claim.run_id.clone());
     summary.run_key = Some(claim.run_key.clone());
     let summary_path = Summary::path(&claim.run_date, &drop.contributor, &claim.run_id);
-    let span = tracing::info_span!("run", contributor = %drop.contributor, drop_id = %drop.drop_id, run_id = %claim.run_id);
-    let _entered = span.enter();
+    tracing::Span::current().record("run_id", claim.run_id.as_str());
     let result = process(&context, &claim, &rules, options, &mut summary).await;
     summary.finished_at = Some(now());
     time(&mut summary, "total", started);

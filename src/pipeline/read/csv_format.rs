@@ -56,12 +56,9 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
                 starts.push(line);
                 table.raws.push(raw);
             }
-            Err(reason) => table.rejects.push(ParseReject {
-                file: file.name.clone(),
-                line,
-                raw,
-                reason,
-            }),
+            Err(reason) => table
+                .rejects
+                .extend(rejects_for(&file.name, line, raw, reason)),
         }
     }
     table.lines = starts;
@@ -128,6 +125,35 @@ impl<'a> LineCounter<'a> {
         }
         self.line
     }
+}
+
+/// The rejects of a record that did not parse. A quote that never closes
+/// swallows every line after it into one "record": each of those lines is a
+/// record the contributor sent, so each becomes its own reject (and counts in
+/// `received`), rather than one reject that hides them.
+fn rejects_for(file: &str, line: u64, raw: String, reason: String) -> Vec<ParseReject> {
+    let unterminated = raw.contains('\n') && raw.matches('"').count() % 2 == 1;
+    if !unterminated {
+        return vec![ParseReject {
+            file: file.to_string(),
+            line,
+            raw,
+            reason,
+        }];
+    }
+    raw.split('\n')
+        .enumerate()
+        .map(|(i, text)| ParseReject {
+            file: file.to_string(),
+            line: line + i as u64,
+            raw: text.trim_end_matches('\r').to_string(),
+            reason: if i == 0 {
+                "unterminated quote: the quote opened on this line never closes".to_string()
+            } else {
+                format!("inside the unterminated quote opened on line {line}")
+            },
+        })
+        .collect()
 }
 
 /// With `\r\n` line ends the csv crate starts a record at the `\n` that ends
@@ -229,6 +255,30 @@ mod tests {
                 (4, "C\u{FFFD},2026-01-31,1", "field 1 is not valid UTF-8"),
             ]
         );
+    }
+
+    #[test]
+    fn an_unterminated_quote_rejects_every_line_it_swallows() {
+        let csv =
+            "id,day,amount\nA,2026-01-31,1\nB,\"2026-01-31,2\nC,2026-01-31,3\nD,2026-01-31,4\n";
+        let batch = read_drop(&contract(), &[file("q.csv", csv.as_bytes())]).unwrap();
+        assert_eq!(batch.rows.num_rows(), 1);
+        assert_eq!(batch.received, 4);
+        let got: Vec<(u64, &str)> = batch
+            .rejects
+            .iter()
+            .map(|r| (r.line, r.raw.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (3, "B,\"2026-01-31,2"),
+                (4, "C,2026-01-31,3"),
+                (5, "D,2026-01-31,4")
+            ]
+        );
+        assert!(batch.rejects[0].reason.contains("unterminated quote"));
+        assert!(batch.rejects[2].reason.contains("line 3"));
     }
 
     #[test]
