@@ -287,3 +287,42 @@ mod tests {
         assert!(err.to_string().contains("empty.csv"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use arrow::array::Array;
+    use proptest::prelude::*;
+
+    use super::super::read_drop;
+    use super::super::tests::{contract, file};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever bytes follow a valid header, the reader neither panics nor
+        /// loses a record: every row read or rejected counts in `received`.
+        #[test]
+        fn arbitrary_bodies_never_panic_and_every_record_is_accounted(body in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let mut bytes = b"id,day,amount,note\n".to_vec();
+            bytes.extend_from_slice(&body);
+            let batch = read_drop(&contract(), &[file("p.csv", &bytes)]).unwrap();
+            prop_assert_eq!(batch.received, batch.rows.num_rows() as u64 + batch.rejects.len() as u64);
+        }
+
+        /// Well-formed rows with any text in the free column are read back as they were.
+        #[test]
+        fn quoted_text_round_trips(notes in proptest::collection::vec("[^\u{0}]{0,20}", 1..20)) {
+            let mut text = String::from("id,day,amount,note\n");
+            for (i, note) in notes.iter().enumerate() {
+                text.push_str(&format!("A{i},2026-01-31,1.00,\"{}\"\n", note.replace('"', "\"\"")));
+            }
+            let batch = read_drop(&contract(), &[file("p.csv", text.as_bytes())]).unwrap();
+            prop_assert!(batch.rejects.is_empty(), "{:?}", batch.rejects);
+            let column = batch.rows.column(3).as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
+            for (i, note) in notes.iter().enumerate() {
+                let read = if column.is_null(i) { "" } else { column.value(i) };
+                prop_assert_eq!(read, note.as_str());
+            }
+        }
+    }
+}
