@@ -37,12 +37,26 @@ fn put_drop(root: &Path, contributor: &str, drop_id: &str, rows: &[Statement]) {
     std::fs::write(holders.join(format!("{contributor}-{drop_id}.csv")), csv).unwrap();
 }
 
-fn silverline(args: &[&str]) -> assert_cmd::assert::Assert {
+fn silverline<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> assert_cmd::assert::Assert {
     Command::cargo_bin("silverline")
         .unwrap()
         .args(["--log-format", "text"])
         .args(args)
         .assert()
+}
+
+/// The arguments of `silverline run` for one drop.
+fn run_args(config: &str, contributor: &str, drop_id: &str) -> [String; 7] {
+    [
+        "run",
+        "--config",
+        config,
+        "--contributor",
+        contributor,
+        "--drop",
+        drop_id,
+    ]
+    .map(str::to_string)
 }
 
 fn output(assert: &assert_cmd::assert::Assert) -> String {
@@ -118,15 +132,7 @@ fn run_commits_then_a_rerun_says_already_committed_both_exit_0() {
     let (tmp, config) = project(|t| t);
     let rows = Portfolio::new("BANK_C", 12, false, 3).statements(month(2026, 1), false);
     put_drop(tmp.path(), "BANK_C", "2026-01", &rows);
-    let args = [
-        "run",
-        "--config",
-        config.to_str().unwrap(),
-        "--contributor",
-        "BANK_C",
-        "--drop",
-        "2026-01",
-    ];
+    let args = run_args(config.to_str().unwrap(), "BANK_C", "2026-01");
     let first = output(&silverline(&args).success());
     assert!(first.contains("committed 12 rows"), "{first}");
     assert!(first.contains("summary: file://"), "{first}");
@@ -137,15 +143,7 @@ fn run_commits_then_a_rerun_says_already_committed_both_exit_0() {
 #[test]
 fn a_missing_drop_exits_1_naming_the_drop() {
     let (_tmp, config) = project(|t| t);
-    let args = [
-        "run",
-        "--config",
-        config.to_str().unwrap(),
-        "--contributor",
-        "BANK_C",
-        "--drop",
-        "2030-01",
-    ];
+    let args = run_args(config.to_str().unwrap(), "BANK_C", "2030-01");
     let text = output(&silverline(&args).code(1));
     assert!(text.contains("BANK_C/2030-01"), "{text}");
 }
@@ -200,15 +198,7 @@ fn a_fail_rule_exits_1_and_names_the_rule() {
 #[test]
 fn an_unsafe_contributor_id_exits_2() {
     let (_tmp, config) = project(|t| t);
-    let args = [
-        "run",
-        "--config",
-        config.to_str().unwrap(),
-        "--contributor",
-        "../etc",
-        "--drop",
-        "2026-01",
-    ];
+    let args = run_args(config.to_str().unwrap(), "../etc", "2026-01");
     let text = output(&silverline(&args).code(2));
     assert!(text.contains("--contributor"), "{text}");
 }
@@ -284,15 +274,7 @@ fn a_contributor_with_no_type_exits_2_naming_it() {
         "2026-01",
         &Portfolio::new("ACME_9", 3, false, 1).statements(month(2026, 1), false),
     );
-    let args = [
-        "run",
-        "--config",
-        config.to_str().unwrap(),
-        "--contributor",
-        "ACME_9",
-        "--drop",
-        "2026-01",
-    ];
+    let args = run_args(config.to_str().unwrap(), "ACME_9", "2026-01");
     let text = output(&silverline(&args).code(2));
     assert!(
         text.contains("ACME_9") && text.contains("has no type"),

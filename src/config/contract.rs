@@ -143,15 +143,18 @@ impl Contract {
         key
     }
 
-    /// Arrow schema of rows in flight: every column nullable, since a null in a
+    /// Arrow fields of rows in flight: every column nullable, since a null in a
     /// required column is a rule failure to report, not a crash.
-    pub fn arrow_schema(&self) -> SchemaRef {
-        let fields: Vec<Field> = self
-            .columns
+    pub fn arrow_fields(&self) -> Vec<Field> {
+        self.columns
             .iter()
             .map(|c| Field::new(&c.name, c.column_type.arrow_type(), true))
-            .collect();
-        Arc::new(Schema::new(fields))
+            .collect()
+    }
+
+    /// [`Contract::arrow_fields`] as a schema.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(self.arrow_fields()))
     }
 
     /// Iceberg schema of the Silver table, with field ids 1..=n.

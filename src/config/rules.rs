@@ -208,12 +208,7 @@ impl ExprChecker {
 /// The fields a row or reference rule may read: contract columns, their `prev_`
 /// twins, the engine's transient columns and `_ref_<name>` for each reference.
 pub fn row_fields(contract: &Contract, references: &[String]) -> Vec<Field> {
-    let mut fields: Vec<Field> = contract
-        .arrow_schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
+    let mut fields = contract.arrow_fields();
     let prev = contract
         .columns
         .iter()

@@ -91,12 +91,7 @@ impl Routed {
 
 /// The schema of a dq_error file: contract, provenance, raw record, errors, run id, timestamp.
 pub fn dq_schema(contract: &Contract) -> SchemaRef {
-    let mut fields: Vec<Field> = contract
-        .arrow_schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
+    let mut fields = contract.arrow_fields();
     fields.extend([
         Field::new(SOURCE_FILE, DataType::Utf8, true),
         Field::new(SOURCE_LINE, DataType::Int64, true),

@@ -60,12 +60,7 @@ struct TextTable {
 
 /// The schema of read rows: the contract plus the row's provenance.
 pub fn batch_schema(contract: &Contract) -> SchemaRef {
-    let mut fields: Vec<Field> = contract
-        .arrow_schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
+    let mut fields = contract.arrow_fields();
     fields.push(Field::new(SOURCE_FILE, DataType::Utf8, true));
     fields.push(Field::new(SOURCE_LINE, DataType::Int64, true));
     Arc::new(Schema::new(fields))
