@@ -45,6 +45,23 @@ fn silverline<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> assert_cmd::assert::Asse
         .assert()
 }
 
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flat_map(|e| {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
 /// The arguments of `silverline run` for one drop.
 fn run_args(config: &str, contributor: &str, drop_id: &str) -> [String; 7] {
     [
@@ -142,10 +159,22 @@ fn run_commits_then_a_rerun_says_already_committed_both_exit_0() {
 
 #[test]
 fn a_missing_drop_exits_1_naming_the_drop() {
-    let (_tmp, config) = project(|t| t);
+    let (tmp, config) = project(|t| t);
     let args = run_args(config.to_str().unwrap(), "BANK_C", "2030-01");
     let text = output(&silverline(&args).code(1));
     assert!(text.contains("BANK_C/2030-01"), "{text}");
+    let summaries = tmp.path().join("data/dq_error/summaries");
+    let written: Vec<_> = walk(&summaries);
+    assert_eq!(written.len(), 1, "{written:?}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&written[0]).unwrap()).unwrap();
+    assert_eq!(summary["status"], "failed");
+    assert!(
+        summary["error"]
+            .as_str()
+            .unwrap()
+            .contains("BANK_C/2030-01")
+    );
 }
 
 #[test]

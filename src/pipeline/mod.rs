@@ -93,7 +93,13 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     let mut summary = new_summary(plan, drop, contributor_type, &rules);
     let context = open_context(plan, drop).await?;
     let claimed =
-        claim::claim_run(&context.bronze, &context.dq_error, drop, &context.silver).await?;
+        match claim::claim_run(&context.bronze, &context.dq_error, drop, &context.silver).await {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                record_failed_claim(&context.dq_error, &mut summary, &error).await;
+                return Err(error);
+            }
+        };
     time(&mut summary, "claim", started);
     let claim = match claimed {
         Claimed::Fresh(claim) => claim,
@@ -278,6 +284,21 @@ async fn process(
         }
     }
     Ok(())
+}
+
+/// A drop that could not even be claimed (missing, empty, unreadable) still
+/// leaves a `failed` summary for the orchestrator and the people behind it.
+async fn record_failed_claim(dq_error: &Location, summary: &mut Summary, error: &Error) {
+    summary.status = RunStatus::Failed;
+    summary.error = Some(error.to_string());
+    summary.finished_at = Some(now());
+    let path = Summary::failed_claim_path(&summary.contributor, &summary.drop_id);
+    match summary.write(dq_error, &path).await {
+        Ok(url) => tracing::info!(summary = %url, "failed-run summary written"),
+        Err(write_error) => {
+            tracing::warn!(error = %write_error, "could not write the failed-run summary")
+        }
+    }
 }
 
 /// The parse rule's counts, listed first among the rule outcomes.

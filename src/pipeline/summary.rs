@@ -112,6 +112,16 @@ impl Summary {
         format!("summaries/date={run_date}/contributor={contributor}/run={run_id}.json")
     }
 
+    /// Where the summary of a drop that could not be claimed (no run id yet) is written.
+    pub fn failed_claim_path(contributor: &str, drop_id: &str) -> String {
+        let now = chrono::Utc::now();
+        format!(
+            "summaries/date={}/contributor={contributor}/drop={drop_id}-failed-{}.json",
+            now.format("%Y-%m-%d"),
+            now.format("%H%M%S%3f")
+        )
+    }
+
     /// Records the per-rule outcomes and derives the per-severity failure counts.
     pub fn set_rule_outcomes(&mut self, outcomes: Vec<RuleOutcome>) {
         self.failures_by_severity.clear();
