@@ -56,3 +56,8 @@ async fn the_same_drop_run_twice_at_once_commits_once() {
 async fn resubmissions_and_foreign_rows_are_set_aside() {
     suite::resubmissions_and_foreign_rows_are_set_aside(&workspace().await.ws).await;
 }
+
+#[tokio::test]
+async fn a_crash_anywhere_then_a_rerun_gives_the_same_result() {
+    suite::crash_anywhere_then_rerun_gives_the_same_result(&workspace().await.ws).await;
+}

@@ -340,3 +340,9 @@ async fn stack_a_missing_bucket_names_the_setting() {
     );
     assert_eq!(silver_count(&tw.ws).await, 0);
 }
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_a_crash_anywhere_then_a_rerun_gives_the_same_result() {
+    suite::crash_anywhere_then_rerun_gives_the_same_result(&stack_workspace().await.ws).await;
+}

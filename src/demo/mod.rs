@@ -178,6 +178,17 @@ impl Workspace {
         Ok(self.dq_error.get(relative).await?.to_vec())
     }
 
+    /// Every file the runs wrote under dq_error below `prefix`, relative to dq_error.
+    pub async fn list_outputs(&self, prefix: &str) -> Result<Vec<String>> {
+        Ok(self
+            .dq_error
+            .list(prefix)
+            .await?
+            .into_iter()
+            .map(|o| o.relative)
+            .collect())
+    }
+
     /// Runs one drop with `options`.
     pub async fn run_drop(
         &self,

@@ -75,6 +75,8 @@ pub enum Claimed {
         run_key: String,
         /// The snapshot that committed it.
         snapshot_id: i64,
+        /// The committed run's id and date, from its claim marker, if it has one.
+        run_place: Option<(String, String)>,
     },
 }
 
@@ -110,9 +112,11 @@ pub async fn claim_run(
     let fingerprint = fingerprint(&files);
     let run_key = format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint);
     if let Some(snapshot_id) = committed_snapshot(silver, &run_key) {
+        let marker = read_marker(dq_error, &marker_path(drop, &fingerprint)).await?;
         return Ok(Claimed::AlreadyCommitted {
             run_key,
             snapshot_id,
+            run_place: marker.map(|m| (m.run_id, m.run_date)),
         });
     }
     let marker = claim_marker(dq_error, drop, &run_key, &fingerprint).await?;
@@ -185,13 +189,17 @@ fn fingerprint(files: &[DropFile]) -> String {
     hex::encode(hash.finalize())[..32].to_string()
 }
 
+fn marker_path(drop: &DropRef, fingerprint: &str) -> String {
+    format!("claims/{}/{fingerprint}.json", drop.prefix())
+}
+
 async fn claim_marker(
     dq_error: &Location,
     drop: &DropRef,
     run_key: &str,
     fingerprint: &str,
 ) -> Result<ClaimMarker> {
-    let path = format!("claims/{}/{fingerprint}.json", drop.prefix());
+    let path = marker_path(drop, fingerprint);
     if let Some(existing) = read_marker(dq_error, &path).await? {
         return Ok(existing);
     }

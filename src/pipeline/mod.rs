@@ -53,6 +53,40 @@ pub struct RunOptions {
 pub struct TestHooks {
     /// Added to the Silver row count the balance check sees.
     pub miscount_silver_rows: i64,
+    /// Where the run "dies" (stops at once, writing nothing more).
+    pub crash_at: Option<CrashPoint>,
+}
+
+/// Points where a test can make a run die, to prove a rerun recovers.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// dq_error files and Silver data files written, nothing balanced or committed.
+    AfterWrite,
+    /// Balanced, not committed.
+    BeforeCommit,
+    /// Committed, summary not written.
+    AfterCommit,
+    /// While writing the summary (it is never written).
+    DuringSummary,
+}
+
+impl TestHooks {
+    fn crash_if(&self, point: CrashPoint) -> Result<()> {
+        match self.crash_at {
+            Some(at) if at == point => Err(Error::Injected(crash_name(point))),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn crash_name(point: CrashPoint) -> &'static str {
+    match point {
+        CrashPoint::AfterWrite => "after-write",
+        CrashPoint::BeforeCommit => "before-commit",
+        CrashPoint::AfterCommit => "after-commit",
+        CrashPoint::DuringSummary => "during-summary",
+    }
 }
 
 /// What a finished run reports.
@@ -106,12 +140,17 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
         Claimed::AlreadyCommitted {
             run_key,
             snapshot_id,
+            run_place,
         } => {
             tracing::info!(%run_key, snapshot_id, "drop already committed: nothing to do");
             summary.status = RunStatus::AlreadyCommitted;
             summary.run_key = Some(run_key);
             summary.snapshot_id = Some(snapshot_id);
             summary.finished_at = Some(now());
+            if let Some((run_id, run_date)) = run_place {
+                restore_missing_summary(&context, &summary, snapshot_id, &run_id, &run_date)
+                    .await?;
+            }
             return Ok(RunOutcome {
                 summary,
                 summary_url: None,
@@ -136,6 +175,11 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
             summary_url: None,
         });
     }
+    if let Err(Error::Injected(point)) = &result {
+        // A crash writes nothing more: no failed summary either.
+        return Err(Error::Injected(point));
+    }
+    options.hooks.crash_if(CrashPoint::DuringSummary)?;
     let written = summary.write(&context.dq_error, &summary_path).await;
     result?;
     Ok(RunOutcome {
@@ -235,6 +279,7 @@ async fn process(
         );
     }
     clock = lap(summary, "write", clock);
+    options.hooks.crash_if(CrashPoint::AfterWrite)?;
 
     let balanced = balance::check_balance(
         batch.received,
@@ -256,6 +301,7 @@ async fn process(
         "balanced"
     );
     clock = lap(summary, "balance", clock);
+    options.hooks.crash_if(CrashPoint::BeforeCommit)?;
 
     if options.dry_run {
         summary.status = RunStatus::DryRun;
@@ -269,6 +315,7 @@ async fn process(
     };
     let committed = commit::commit_silver(&context.catalog, plan, balanced, identity).await?;
     lap(summary, "commit", clock);
+    options.hooks.crash_if(CrashPoint::AfterCommit)?;
     match committed {
         Committed::Snapshot(id) => {
             summary.status = RunStatus::Committed;
@@ -283,6 +330,47 @@ async fn process(
             summary.snapshot_id = Some(id);
         }
     }
+    Ok(())
+}
+
+/// A run that committed but died before writing its summary: the summary is
+/// rebuilt from the snapshot's properties (the counts were read back before the
+/// commit), so every committed run has its record.
+async fn restore_missing_summary(
+    context: &Context<'_>,
+    summary: &Summary,
+    snapshot_id: i64,
+    run_id: &str,
+    run_date: &str,
+) -> Result<()> {
+    let path = Summary::path(run_date, &context.drop.contributor, run_id);
+    if context.dq_error.get_opt(&path).await?.is_some() {
+        return Ok(());
+    }
+    let Some(snapshot) = context.silver.metadata().snapshot_by_id(snapshot_id) else {
+        return Ok(());
+    };
+    let properties = &snapshot.summary().additional_properties;
+    let count = |name: &str| {
+        properties
+            .get(&format!("silverline.{name}"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default()
+    };
+    let mut restored = summary.clone();
+    restored.status = RunStatus::Committed;
+    restored.run_id = Some(run_id.to_string());
+    restored.counts.received = count("received");
+    restored.counts.committed = count("committed");
+    restored.counts.quarantined = count("quarantined");
+    restored.counts.dropped = count("dropped");
+    restored.counts.pending = count("pending");
+    restored.error = Some("summary rebuilt from the snapshot after an interrupted run".to_string());
+    if let Some(fingerprint) = properties.get("silverline.rules-fingerprint") {
+        restored.rules_fingerprint = fingerprint.clone();
+    }
+    let url = restored.write(&context.dq_error, &path).await?;
+    tracing::warn!(summary = %url, "the committed run had no summary: rebuilt it from the snapshot");
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use silverline::demo::Workspace;
 use silverline::demo::generate::{Portfolio, mis_map_limits, months, to_csv};
 use silverline::demo::scenarios::{NEWCOMER, ScenarioResult, run_all};
 use silverline::pipeline::summary::RunStatus;
-use silverline::pipeline::{RunOptions, TestHooks};
+use silverline::pipeline::{CrashPoint, RunOptions, TestHooks};
 use silverline::{Error, ErrorClass};
 
 use super::{
@@ -240,6 +240,7 @@ pub async fn broken_balance_commits_nothing(ws: &Workspace) {
     let options = RunOptions {
         hooks: TestHooks {
             miscount_silver_rows: -1,
+            ..TestHooks::default()
         },
         ..RunOptions::default()
     };
@@ -431,4 +432,99 @@ pub async fn resubmissions_and_foreign_rows_are_set_aside(ws: &Workspace) {
     assert_eq!(failed("contributor"), 1);
     assert_eq!(summary.counts.quarantined, 4);
     assert_eq!(silver_count(ws).await, 12 + 11);
+}
+
+/// Rows of `contributor` in Silver.
+async fn silver_rows_of(ws: &Workspace, contributor: &str) -> usize {
+    let mut rows = 0;
+    for batch in silver_batches(ws).await {
+        let column = batch.column_by_name("contributor_id").unwrap();
+        let column = column
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        rows += column.iter().filter(|c| *c == Some(contributor)).count();
+    }
+    rows
+}
+
+/// A run that dies after writing its files, before its commit, right after
+/// its commit, or while writing its summary is rerun: Silver holds every good
+/// row exactly once, the quarantine rows are not doubled, and one balanced
+/// summary tells the story.
+pub async fn crash_anywhere_then_rerun_gives_the_same_result(ws: &Workspace) {
+    let points = [
+        CrashPoint::AfterWrite,
+        CrashPoint::BeforeCommit,
+        CrashPoint::AfterCommit,
+        CrashPoint::DuringSummary,
+    ];
+    for (i, point) in points.into_iter().enumerate() {
+        let contributor = format!("BANK_K{i}");
+        let rows =
+            Portfolio::new(&contributor, 150, false, i as u64).statements(month(2026, 1), false);
+        ws.put_drop(&contributor, "2026-01", &rows).await.unwrap();
+        let header = silverline::demo::generate::HEADER.join(",");
+        let broken = format!("{header}\n{contributor},X1\n{contributor},X2\n");
+        ws.put_file(&contributor, "2026-01", "broken.csv", broken.into_bytes())
+            .await
+            .unwrap();
+        let crash = RunOptions {
+            hooks: TestHooks {
+                crash_at: Some(point),
+                ..TestHooks::default()
+            },
+            ..RunOptions::default()
+        };
+        let err = ws.run_drop(&contributor, "2026-01", &crash).await;
+        assert!(
+            matches!(err, Err(Error::BadDrop { .. }) | Err(Error::Injected(_))),
+            "{point:?}: {err:?}"
+        );
+        let rerun = ws
+            .run_drop(&contributor, "2026-01", &RunOptions::default())
+            .await
+            .unwrap()
+            .summary;
+        assert!(
+            matches!(
+                rerun.status,
+                RunStatus::Committed | RunStatus::AlreadyCommitted
+            ),
+            "{point:?}"
+        );
+        assert_eq!(silver_rows_of(ws, &contributor).await, 150, "{point:?}");
+        let outputs = ws.list_outputs("").await.unwrap();
+        let mine = |kind: &str| -> Vec<&String> {
+            outputs
+                .iter()
+                .filter(|o| {
+                    o.starts_with(kind) && o.contains(&format!("contributor={contributor}/"))
+                })
+                .collect()
+        };
+        let quarantine = mine("quarantine/");
+        assert_eq!(quarantine.len(), 1, "{point:?}: {quarantine:?}");
+        let records = csv::Reader::from_reader(
+            ws.read_output(&format!("{}/{}", ws.plan.storage.dq_error, quarantine[0]))
+                .await
+                .unwrap()
+                .as_slice(),
+        )
+        .records()
+        .count();
+        assert_eq!(records, 2, "{point:?}");
+        let summaries = mine("summaries/");
+        assert_eq!(summaries.len(), 1, "{point:?}: {summaries:?}");
+        let summary: serde_json::Value = serde_json::from_slice(
+            &ws.read_output(&format!("{}/{}", ws.plan.storage.dq_error, summaries[0]))
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(summary["status"], "committed", "{point:?}");
+        assert_eq!(summary["counts"]["received"], 152, "{point:?}");
+        assert_eq!(summary["counts"]["committed"], 150, "{point:?}");
+        assert_eq!(summary["counts"]["quarantined"], 2, "{point:?}");
+    }
 }
