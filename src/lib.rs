@@ -22,6 +22,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod infra;
+pub mod lineage;
 pub mod pipeline;
 pub mod telemetry;
 pub mod transient;

@@ -318,3 +318,66 @@ async fn an_iceberg_table_can_be_the_reference() {
     assert_eq!((summary.counts.pending, summary.counts.committed), (4, 26));
     assert_eq!(failed(&summary, "holder_exists"), 4);
 }
+
+/// With `[lineage] location` set, a run leaves an OpenLineage START and a
+/// COMPLETE event naming the drop, the table and one assertion per rule; a
+/// failed run leaves FAIL.
+#[tokio::test]
+async fn runs_emit_openlineage_start_and_complete_or_fail_events() {
+    let (tmp, ws) = workspace_with(DEFAULT_CONFIG, &[("lineage.location", "lineage")]).await;
+    let lineage = tmp.path().join("ws/config/lineage/BANK_L");
+    let mut bank = Portfolio::new("BANK_L", 40, false, 7);
+    let summary = history_then(&ws, &mut bank, "BANK_L", |rows| rows.truncate(5))
+        .await
+        .unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&lineage)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    let run_id = summary.run_id.clone().unwrap();
+    assert!(names.contains(&format!("{run_id}-start.json")), "{names:?}");
+    assert!(
+        names.contains(&format!("{run_id}-complete.json")),
+        "{names:?}"
+    );
+    let event: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(lineage.join(format!("{run_id}-complete.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(event["eventType"], "COMPLETE");
+    assert_eq!(event["inputs"][0]["name"], "BANK_L/2026-02");
+    assert_eq!(event["outputs"][0]["name"], "silver.credit_statements");
+    let assertions = event["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
+        .as_array()
+        .unwrap();
+    let volume = assertions
+        .iter()
+        .find(|a| a["assertion"] == "volume")
+        .unwrap();
+    assert_eq!(volume["success"], false);
+    assert_eq!(
+        event["inputs"][0]["inputFacets"]["dataQualityMetrics"]["rowCount"],
+        5
+    );
+
+    ws.put_file("BANK_L", "2026-03", "broken.csv", b"a,b\n1,2\n".to_vec())
+        .await
+        .unwrap();
+    assert!(
+        ws.run_drop("BANK_L", "2026-03", &RunOptions::default())
+            .await
+            .is_err()
+    );
+    let failed_events = std::fs::read_dir(&lineage)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with("-fail.json")
+        })
+        .count();
+    assert_eq!(failed_events, 1);
+}

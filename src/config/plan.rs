@@ -168,6 +168,8 @@ pub struct Plan {
     pub references: Vec<Reference>,
     /// How many times a conflicting commit is tried in all.
     pub commit_attempts: u32,
+    /// Folder URL of OpenLineage run events, if they are wanted.
+    pub lineage_location: Option<String>,
 }
 
 /// A named aggregate over one contributor's period.
@@ -263,6 +265,11 @@ impl Plan {
             average_periods: raw.aggregates.average_periods,
             references,
             commit_attempts: raw.commit.attempts.max(1),
+            lineage_location: raw
+                .lineage
+                .location
+                .as_deref()
+                .map(|l| resolve_location(l, base)),
         };
         if problems.is_empty() {
             Ok(plan)

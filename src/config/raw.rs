@@ -44,6 +44,18 @@ pub struct SilverlineConfig {
     /// How commits to Silver are retried. Default: 6 attempts.
     #[serde(default)]
     pub commit: CommitConfig,
+    /// OpenLineage run events. Default: none written.
+    #[serde(default)]
+    pub lineage: LineageConfig,
+}
+
+/// OpenLineage run events.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineageConfig {
+    /// Folder (path or URL) where START / COMPLETE / FAIL events are written as JSON files. Default: none.
+    #[serde(default)]
+    pub location: Option<String>,
 }
 
 /// Commit retries.

@@ -161,6 +161,7 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     summary.run_key = Some(claim.run_key.clone());
     let summary_path = Summary::path(&claim.run_date, &drop.contributor, &claim.run_id);
     tracing::Span::current().record("run_id", claim.run_id.as_str());
+    crate::lineage::emit(plan, &context.stores, &summary).await;
     let result = process(&context, &claim, &rules, options, &mut summary).await;
     summary.finished_at = Some(now());
     time(&mut summary, "total", started);
@@ -180,6 +181,7 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
         return Err(Error::Injected(point));
     }
     options.hooks.crash_if(CrashPoint::DuringSummary)?;
+    crate::lineage::emit(plan, &context.stores, &summary).await;
     let written = summary.write(&context.dq_error, &summary_path).await;
     result?;
     Ok(RunOutcome {
