@@ -114,6 +114,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             let drop = DropRef::new(&contributor, &drop_id)?;
             let options = RunOptions {
                 dry_run,
+                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 ..RunOptions::default()
             };
             let outcome = run_drop(&plan, &drop, &options).await?;

@@ -24,6 +24,7 @@ pub mod error;
 pub mod infra;
 pub mod lineage;
 pub mod pipeline;
+pub mod progress;
 pub mod telemetry;
 pub mod transient;
 

@@ -26,6 +26,8 @@ use iceberg::Catalog;
 use iceberg::table::Table;
 use tracing::Instrument;
 
+use crate::progress::Progress;
+
 use crate::config::Plan;
 use crate::config::rules::{Rule, Scope, Severity, rules_fingerprint};
 use crate::error::{Error, Result};
@@ -42,6 +44,8 @@ use summary::{RunStatus, Summary};
 pub struct RunOptions {
     /// Do everything but the commit.
     pub dry_run: bool,
+    /// Show a spinner naming the stage (the CLI sets it when stderr is a terminal).
+    pub progress: bool,
     /// Test hooks; leave at default outside tests.
     #[doc(hidden)]
     pub hooks: TestHooks,
@@ -215,9 +219,25 @@ async fn process(
     options: &RunOptions,
     summary: &mut Summary,
 ) -> Result<()> {
+    let progress = Progress::new(options.progress, &context.drop.prefix());
+    let result = process_stages(context, claim, rules, options, summary, &progress).await;
+    progress.finish();
+    result
+}
+
+/// The stages of [`process`], showing each on `progress`.
+async fn process_stages(
+    context: &Context<'_>,
+    claim: &Claim,
+    rules: &[&Rule],
+    options: &RunOptions,
+    summary: &mut Summary,
+    progress: &Progress,
+) -> Result<()> {
     let plan = context.plan;
     let contributor = &context.drop.contributor;
     let mut clock = Instant::now();
+    progress.stage("reading");
 
     let batch = read::read_drop(&plan.contract, &claim.files)?;
     summary.counts.received = batch.received;
@@ -227,6 +247,7 @@ async fn process(
         "read"
     );
     clock = lap(summary, "read", clock);
+    progress.stage("baseline and rules");
 
     let baselined = baseline::load_baseline(
         &plan.contract,
@@ -264,6 +285,7 @@ async fn process(
     let routed = route::route_rows(&plan.contract, &judged, &batch.rejects, &stamp)?;
     summary.counts.warned = routed.warned;
     clock = lap(summary, "route", clock);
+    progress.stage("writing");
 
     let written = write::write_outputs(
         &routed,
@@ -303,6 +325,7 @@ async fn process(
         "balanced"
     );
     clock = lap(summary, "balance", clock);
+    progress.stage("committing");
     options.hooks.crash_if(CrashPoint::BeforeCommit)?;
 
     if options.dry_run {
