@@ -86,8 +86,28 @@ pub fn table_ident(spec: &TableSpec) -> TableIdent {
     )
 }
 
+/// How many times loading or creating Silver is tried: when many runs create the
+/// namespace and table at once, a catalog may answer some of them with errors
+/// until the winner's creation is visible.
+const CREATE_ATTEMPTS: u32 = 5;
+
 /// Loads the Silver table, creating its namespace and the table from the contract if missing.
 pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
+    let mut attempt = 1;
+    loop {
+        match try_load_or_create_silver(catalog, plan).await {
+            Err(error @ Error::Catalog { .. }) if attempt < CREATE_ATTEMPTS => {
+                tracing::warn!(attempt, error = %error, "loading or creating Silver failed: retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
+                    .await;
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+async fn try_load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = table_ident(&plan.table);
     let target = ident.to_string();
     let namespace = ident.namespace().clone();
