@@ -200,7 +200,7 @@ fn measure_run(ws: &Workspace, config: &str, drop_id: &str) -> Result<Measure> {
     Ok(Measure {
         wall,
         peak_rss,
-        stages: summary_stages(ws, &stdout),
+        stages: summary_stages(&stdout),
     })
 }
 
@@ -211,14 +211,13 @@ fn read_peak_rss(status_path: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-fn summary_stages(ws: &Workspace, stdout: &str) -> Vec<(String, u64)> {
+fn summary_stages(stdout: &str) -> Vec<(String, u64)> {
     let Some(url) = stdout.lines().find_map(|l| l.strip_prefix("summary: ")) else {
         return Vec::new();
     };
     let Some(path) = url.strip_prefix("file://") else {
         return Vec::new();
     };
-    let _ = ws;
     let summary: serde_json::Value = match std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

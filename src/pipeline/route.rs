@@ -140,7 +140,7 @@ pub fn route_rows(
         }
     }
     if !rejects.is_empty() {
-        let rows = reject_rows(&schema, rejects, stamp)?;
+        let rows = reject_rows(contract, &schema, rejects, stamp)?;
         set_aside
             .entry(SetAside::Quarantine)
             .or_default()
@@ -259,13 +259,13 @@ fn stamp_columns(stamp: &RunStamp, rows: usize) -> [ArrayRef; 2] {
 }
 
 fn reject_rows(
+    contract: &Contract,
     schema: &SchemaRef,
     rejects: &[ParseReject],
     stamp: &RunStamp,
 ) -> Result<RecordBatch> {
     let rows = rejects.len();
-    let contract_width = schema.fields().len() - 6;
-    let mut columns: Vec<ArrayRef> = schema.fields()[..contract_width]
+    let mut columns: Vec<ArrayRef> = schema.fields()[..contract.columns.len()]
         .iter()
         .map(|f| arrow::array::new_null_array(f.data_type(), rows))
         .collect();

@@ -53,30 +53,18 @@ pub async fn join_references(
 }
 
 fn join_sql(reference: &Reference, table: &str) -> String {
-    let keys: Vec<String> = reference
+    let (keys, on): (Vec<String>, Vec<String>) = reference
         .keys
         .iter()
         .enumerate()
-        .map(|(i, (_, ref_column))| {
-            format!(
-                "CAST({} AS VARCHAR) AS {}",
-                quote(ref_column),
-                quote(&format!("_k{i}"))
+        .map(|(i, (row_column, ref_column))| {
+            let key = quote(&format!("_k{i}"));
+            (
+                format!("CAST({} AS VARCHAR) AS {key}", quote(ref_column)),
+                format!("CAST(b.{} AS VARCHAR) = r.{key}", quote(row_column)),
             )
         })
-        .collect();
-    let on: Vec<String> = reference
-        .keys
-        .iter()
-        .enumerate()
-        .map(|(i, (row_column, _))| {
-            format!(
-                "CAST(b.{} AS VARCHAR) = r.{}",
-                quote(row_column),
-                quote(&format!("_k{i}"))
-            )
-        })
-        .collect();
+        .unzip();
     format!(
         "SELECT b.*, (r.{first} IS NOT NULL) AS {flag} FROM rows_before_reference b \
          LEFT JOIN (SELECT DISTINCT {keys} FROM {table}) r ON {on}",

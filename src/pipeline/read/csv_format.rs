@@ -4,7 +4,7 @@
 
 use arrow::array::StringBuilder;
 
-use super::{ParseReject, TextTable, map_header};
+use super::{ParseReject, RawText, TextTable, map_header};
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
 use crate::pipeline::claim::DropFile;
@@ -26,10 +26,11 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
         file: file.name.clone(),
         columns: Vec::new(),
         lines: Vec::new(),
-        raws: Vec::new(),
+        raws: RawText::Columns,
         rejects: Vec::new(),
     };
     let mut starts = Vec::new();
+    let mut spans = Vec::new();
     let mut lines = LineCounter::new(bytes);
     loop {
         let more = reader
@@ -46,7 +47,7 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
         }
         let start = skip_line_ends(bytes, record.position().map_or(0, |p| p.byte()));
         let line = lines.line_at(start);
-        let raw = raw_text(bytes, start, reader.position().byte());
+        let end = reader.position().byte();
         match record_fields(&record, header.len()) {
             Ok(fields) => {
                 for (builder, position) in builders.iter_mut().zip(&positions) {
@@ -54,14 +55,18 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
                     builder.append_option(value);
                 }
                 starts.push(line);
-                table.raws.push(raw);
+                spans.push((start, end));
             }
-            Err(reason) => table
-                .rejects
-                .extend(rejects_for(&file.name, line, raw, reason)),
+            Err(reason) => table.rejects.extend(rejects_for(
+                &file.name,
+                line,
+                raw_text(bytes, start, end),
+                reason,
+            )),
         }
     }
     table.lines = starts;
+    table.raws = RawText::Spans(file.bytes.slice(file.bytes.len() - bytes.len()..), spans);
     table.columns = builders
         .into_iter()
         .zip(&positions)
@@ -193,7 +198,8 @@ fn record_fields(
         .collect()
 }
 
-fn raw_text(bytes: &[u8], start: u64, end: u64) -> String {
+/// The record between byte offsets `start` and `end`, without its line end.
+pub(super) fn raw_text(bytes: &[u8], start: u64, end: u64) -> String {
     let start = usize::try_from(start)
         .unwrap_or(bytes.len())
         .min(bytes.len());

@@ -54,8 +54,29 @@ struct TextTable {
     file: String,
     columns: Vec<Option<StringArray>>,
     lines: Vec<u64>,
-    raws: Vec<String>,
+    raws: RawText,
     rejects: Vec<ParseReject>,
+}
+
+/// Where the raw text of a typed row comes from, materialised only for the
+/// rows that turn out to be rejects (never for every row on the hot path).
+enum RawText {
+    /// Byte spans of each record in the file's bytes (CSV).
+    Spans(bytes::Bytes, Vec<(u64, u64)>),
+    /// The row's text columns joined with commas (Parquet).
+    Columns,
+}
+
+impl TextTable {
+    fn raw(&self, row: usize) -> String {
+        match &self.raws {
+            RawText::Spans(bytes, spans) => {
+                let (start, end) = spans[row];
+                csv_format::raw_text(bytes, start, end)
+            }
+            RawText::Columns => parquet_format::raw_row(&self.columns, row),
+        }
+    }
 }
 
 /// The schema of read rows: the contract plus the row's provenance.
@@ -171,15 +192,19 @@ fn type_rows(
     let all = RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("read"))?;
     let keep = BooleanArray::from(reasons.iter().map(|r| r.is_none()).collect::<Vec<_>>());
     let good = filter_record_batch(&all, &keep).map_err(Error::arrow("read"))?;
-    let mut rejects = table.rejects;
-    rejects.extend(reasons.into_iter().enumerate().filter_map(|(row, reason)| {
-        reason.map(|reason| ParseReject {
-            file: table.file.clone(),
-            line: table.lines[row],
-            raw: table.raws[row].clone(),
-            reason,
+    let mut rejects: Vec<ParseReject> = reasons
+        .into_iter()
+        .enumerate()
+        .filter_map(|(row, reason)| {
+            reason.map(|reason| ParseReject {
+                file: table.file.clone(),
+                line: table.lines[row],
+                raw: table.raw(row),
+                reason,
+            })
         })
-    }));
+        .collect();
+    rejects.extend(table.rejects);
     Ok((good, rejects))
 }
 

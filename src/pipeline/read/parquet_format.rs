@@ -7,7 +7,7 @@ use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{TextTable, map_header};
+use super::{RawText, TextTable, map_header};
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
 use crate::pipeline::claim::DropFile;
@@ -39,12 +39,11 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
         })
         .collect::<Result<Vec<Option<StringArray>>>>()?;
     let rows = all.num_rows();
-    let raws = (0..rows).map(|row| raw_row(&columns, row)).collect();
     Ok(TextTable {
         file: file.name.clone(),
         columns,
         lines: (1..=rows as u64).collect(),
-        raws,
+        raws: RawText::Columns,
         rejects: Vec::new(),
     })
 }
@@ -59,7 +58,8 @@ fn to_text(array: &dyn Array) -> std::result::Result<StringArray, arrow::error::
         })
 }
 
-fn raw_row(columns: &[Option<StringArray>], row: usize) -> String {
+/// A Parquet row as text: its contract columns joined with commas.
+pub(super) fn raw_row(columns: &[Option<StringArray>], row: usize) -> String {
     columns
         .iter()
         .map(|c| match c {
