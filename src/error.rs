@@ -112,16 +112,18 @@ pub enum Error {
         /// The underlying error.
         source: Box<iceberg::Error>,
     },
-    /// A query the engine built failed to plan or execute.
-    #[error("evaluation error in {stage}: {source}")]
+    /// A query the engine built failed to plan or execute. Quoted values in
+    /// the engine's message (row values, in a failed cast) are not repeated.
+    #[error("evaluation error in {stage}: {}", without_quoted_values(&source.to_string()))]
     Query {
         /// The pipeline stage.
         stage: &'static str,
         /// The underlying error.
         source: Box<datafusion::error::DataFusionError>,
     },
-    /// An Arrow kernel failed while reshaping batches.
-    #[error("arrow error in {stage}: {source}")]
+    /// An Arrow kernel failed while reshaping batches. Quoted values in the
+    /// message are not repeated.
+    #[error("arrow error in {stage}: {}", without_quoted_values(&source.to_string()))]
     Arrow {
         /// The pipeline stage.
         stage: &'static str,
@@ -150,6 +152,28 @@ pub enum Error {
     /// A fault injected on purpose by a test.
     #[error("injected fault at {0}")]
     Injected(&'static str),
+}
+
+/// `text` with every single-quoted part replaced by `'***'`: engine messages
+/// quote the row value that broke a cast, and a row value may be personal data
+/// that must not reach logs or summaries.
+pub fn without_quoted_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut parts = text.split('\'');
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    let mut inside = false;
+    for part in parts {
+        inside = !inside;
+        out.push('\'');
+        out.push_str(if inside { "***" } else { part });
+    }
+    if inside {
+        // An unbalanced quote: what followed it was masked; close it.
+        out.push('\'');
+    }
+    out
 }
 
 impl Error {
@@ -229,3 +253,28 @@ fn is_refused(source: &object_store::Error) -> bool {
 
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_values_are_not_repeated() {
+        assert_eq!(
+            without_quoted_values("Cannot cast string '900101145678' to value of Int32 type"),
+            "Cannot cast string '***' to value of Int32 type"
+        );
+        assert_eq!(without_quoted_values("a 'b' c 'd"), "a '***' c '***'");
+        assert_eq!(without_quoted_values("no quotes"), "no quotes");
+    }
+
+    #[test]
+    fn query_errors_do_not_show_row_values() {
+        let source = datafusion::error::DataFusionError::Execution(
+            "Cannot cast string 'A1234567' to value of Int32 type".to_string(),
+        );
+        let message = Error::query("evaluate")(source).to_string();
+        assert!(!message.contains("A1234567"), "{message}");
+        assert!(message.contains("evaluate"), "{message}");
+    }
+}

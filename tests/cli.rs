@@ -430,3 +430,106 @@ fn bench_prints_the_run_the_floor_and_the_ratios() {
     assert!(ratio("36 months / 3 months of history") > 0.0);
     assert!(ratio("5x rules / default rules") > 0.0);
 }
+
+/// Every national id, legacy id and passport number of `rows` (the columns
+/// the shipped config marks sensitive).
+fn sensitive_values(rows: &[Statement]) -> Vec<String> {
+    rows.iter()
+        .flat_map(|r| [&r.identity.0, &r.identity.1, &r.identity.2])
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// Everything a run left for people and machines to read: its output and
+/// every file under `data/dq_error` (summaries, quarantine).
+fn everything_written(root: &Path, run_output: &str) -> Vec<(String, String)> {
+    let mut texts = vec![("output".to_string(), run_output.to_string())];
+    for path in walk(&root.join("data/dq_error")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+        texts.push((path.display().to_string(), text));
+    }
+    texts
+}
+
+#[test]
+fn sensitive_values_reach_no_log_no_summary_and_no_masked_quarantine_file() {
+    let (tmp, config) = project(|t| t.replace("mask_sensitive = false", "mask_sensitive = true"));
+    let mut rows = Portfolio::new("BANK_C", 30, false, 3).statements(month(2026, 1), false);
+    for row in rows.iter_mut().take(5) {
+        row.balance = -100; // fails `amounts` (critical): quarantined
+    }
+    let unparseable = rows.pop().unwrap();
+    let mut csv = to_csv(&rows);
+    let broken = to_csv(std::slice::from_ref(&unparseable));
+    let broken = broken.lines().nth(1).unwrap();
+    csv.push_str(&format!("{},x7\n", broken.rsplit_once(',').unwrap().0));
+    put_drop(tmp.path(), "BANK_C", "2026-01", &rows);
+    let drop_file = tmp.path().join("data/bronze/BANK_C/2026-01/statements.csv");
+    std::fs::write(&drop_file, csv).unwrap();
+
+    let args = run_args(config.to_str().unwrap(), "BANK_C", "2026-01");
+    let run = Command::cargo_bin("silverline")
+        .unwrap()
+        .env("RUST_LOG", "debug")
+        .args(&args)
+        .assert()
+        .success();
+    let written = everything_written(tmp.path(), &output(&run));
+    let quarantine: Vec<_> = written
+        .iter()
+        .filter(|(path, _)| path.contains("/quarantine/"))
+        .collect();
+    assert_eq!(quarantine.len(), 1, "one quarantine file: {written:?}");
+    let (_, quarantined) = quarantine[0];
+    assert_eq!(quarantined.lines().count(), 1 + 6, "{quarantined}");
+    assert!(quarantined.contains("***"), "masked values: {quarantined}");
+    assert!(
+        quarantined.contains("[withheld"),
+        "raw text withheld: {quarantined}"
+    );
+    assert!(written.iter().any(|(path, _)| path.contains("summaries")));
+
+    let mut secrets = sensitive_values(&rows);
+    secrets.extend(sensitive_values(std::slice::from_ref(&unparseable)));
+    assert!(secrets.len() >= 30, "{secrets:?}");
+    for (path, text) in &written {
+        for value in &secrets {
+            assert!(!text.contains(value.as_str()), "{value} appears in {path}");
+        }
+    }
+}
+
+#[test]
+fn a_failing_cast_of_a_sensitive_column_names_the_rule_but_not_the_value() {
+    let (tmp, config) = project(|t| {
+        t.replace(
+            "rule_files = [{ path = \"rules/credit_rules.csv\" }]",
+            "rule_files = [{ path = \"rules/credit_rules.csv\" }]\n\n[[rules]]\nname = \"ic_numeric\"\nexpression = \"CAST(new_ic AS BIGINT) + CAST(old_ic AS BIGINT) >= 0\"\nseverity = \"warn\"\n",
+        )
+    });
+    let rows = Portfolio::new("BANK_C", 30, false, 3).statements(month(2026, 1), false);
+    put_drop(tmp.path(), "BANK_C", "2026-01", &rows);
+    let args = run_args(config.to_str().unwrap(), "BANK_C", "2026-01");
+    let run = silverline(&args).failure();
+    let written = everything_written(tmp.path(), &output(&run));
+    let summaries: Vec<_> = written
+        .iter()
+        .filter(|(p, _)| p.contains("summaries"))
+        .collect();
+    assert_eq!(summaries.len(), 1, "{written:?}");
+    assert!(summaries[0].1.contains("\"failed\""), "{}", summaries[0].1);
+    assert!(
+        summaries[0].1.contains("'***'"),
+        "the value was masked: {}",
+        summaries[0].1
+    );
+    for (path, text) in &written {
+        for value in sensitive_values(&rows) {
+            assert!(
+                !text.contains(value.as_str()),
+                "{value} appears in {path}: {text}"
+            );
+        }
+    }
+}

@@ -381,3 +381,118 @@ async fn runs_emit_openlineage_start_and_complete_or_fail_events() {
         .count();
     assert_eq!(failed_events, 1);
 }
+
+/// The rule compiler (config parsing, SQL parsing, type checking, scope and
+/// severity checks) over generated rules: it never panics, accepts what it
+/// accepts as a rule of the plan, and names the rule in every refusal.
+mod rule_compiler_properties {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+    use silverline::config::parse_plan;
+
+    /// Pieces of rule expressions: columns (current, previous, transient,
+    /// unknown), literals, operators, functions, punctuation and junk.
+    fn token() -> impl Strategy<Value = String> {
+        let fixed = prop::sample::select(vec![
+            "credit_limit",
+            "prev_credit_limit",
+            "account_status",
+            "new_ic",
+            "statement_date",
+            "month_in_arrears",
+            "_key_occurrences",
+            "_ref_holders",
+            "accounts",
+            "prev_accounts",
+            "no_such_column",
+            "'ACTIVE'",
+            "12",
+            "-3.5",
+            "NULL",
+            "TRUE",
+            "DATE '2026-01-31'",
+            "=",
+            "<>",
+            "<",
+            ">=",
+            "+",
+            "-",
+            "*",
+            "/",
+            "%",
+            "AND",
+            "OR",
+            "NOT",
+            "IN",
+            "BETWEEN",
+            "IS NULL",
+            "IS NOT NULL",
+            "LIKE",
+            "(",
+            ")",
+            ",",
+            "abs(",
+            "length(",
+            "coalesce(",
+            "regexp_like(",
+            "sum(",
+            "count(*)",
+            "CAST(",
+            "AS INT",
+            "CASE WHEN",
+            "THEN",
+            "ELSE",
+            "END",
+            "'",
+            "\"",
+            ";",
+            "--",
+            "/*",
+        ])
+        .prop_map(str::to_string);
+        prop_oneof![4 => fixed, 1 => "[\\PC]{0,6}"]
+    }
+
+    fn expression() -> impl Strategy<Value = String> {
+        proptest::collection::vec(token(), 1..12).prop_map(|tokens| tokens.join(" "))
+    }
+
+    fn rule_toml(expression: &str, severity: &str, scope: &str, filter: Option<&str>) -> String {
+        let quoted = |text: &str| toml::Value::String(text.to_string()).to_string();
+        let mut rule = format!(
+            "\n[[rules]]\nname = \"generated_rule\"\nexpression = {}\nseverity = {}\nscope = {}\n",
+            quoted(expression),
+            quoted(severity),
+            quoted(scope)
+        );
+        if let Some(filter) = filter {
+            rule.push_str(&format!("filter = {}\n", quoted(filter)));
+        }
+        rule
+    }
+
+    proptest! {
+        #[test]
+        fn generated_rules_are_compiled_or_refused_by_name(
+            expression in expression(),
+            severity in prop::sample::select(vec!["warn", "drop", "quarantine", "critical", "fail", "pending", "loud"]),
+            scope in prop::sample::select(vec!["row", "aggregate", "reference", "galaxy"]),
+            filter in proptest::option::of(expression()),
+        ) {
+            let text = std::fs::read_to_string("config/credit_statements.toml").unwrap();
+            let (head, tail) = text.split_once("\n[dataset]").unwrap();
+            let config = format!("{head}{}\n[dataset]{tail}", rule_toml(&expression, severity, scope, filter.as_deref()));
+            match parse_plan(&config, Path::new("config/credit_statements.toml"), &[]) {
+                Ok(plan) => {
+                    let rule = plan.rules.iter().find(|r| r.name == "generated_rule");
+                    prop_assert!(rule.is_some(), "an accepted rule is in the plan");
+                }
+                Err(error) => {
+                    let message = error.to_string();
+                    prop_assert!(message.contains("generated_rule"), "{message}");
+                }
+            }
+        }
+    }
+}

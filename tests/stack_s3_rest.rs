@@ -2,7 +2,8 @@
 //! real servers started by `localstack/up.sh`), plus what only a real stack
 //! can show: another engine reading our table, concurrent contributors
 //! committing to one table, commit-retry exhaustion, and clear errors for
-//! wrong credentials, an unreachable endpoint and a missing bucket.
+//! wrong credentials, an unreachable endpoint and a missing bucket, and
+//! storage faults injected by a proxy in front of S3.
 //!
 //! These tests are `#[ignore]`d so that a plain `cargo test` needs no
 //! services; `bash localstack/test.sh` starts the stack and runs them with
@@ -16,7 +17,10 @@ use std::collections::BTreeSet;
 
 use assert_cmd::Command;
 use chrono::NaiveDate;
-use common::{silver_count, silver_table, stack_workspace, stack_workspace_with, suite};
+use common::fault_proxy::{FOREVER, FaultProxy};
+use common::{
+    silver_count, silver_table, snapshot_count, stack_workspace, stack_workspace_with, suite,
+};
 use silverline::demo::generate::Portfolio;
 use silverline::pipeline::RunOptions;
 use silverline::pipeline::commit::RUN_KEY_PROPERTY;
@@ -345,4 +349,51 @@ async fn stack_a_missing_bucket_names_the_setting() {
 #[ignore = "needs the local stack: bash localstack/test.sh"]
 async fn stack_a_crash_anywhere_then_a_rerun_gives_the_same_result() {
     suite::crash_anywhere_then_rerun_gives_the_same_result(&stack_workspace().await.ws).await;
+}
+
+/// The S3 endpoint of the local stack.
+fn s3_endpoint() -> String {
+    std::env::var("SILVERLINE_S3_ENDPOINT").unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_storage_faults_are_retried_and_the_run_commits() {
+    let tw = stack_with_a_drop().await;
+    let proxy = FaultProxy::start(&s3_endpoint(), 3);
+    let (code, text) = run_binary(
+        &tw.ws,
+        &[("SILVERLINE__STORAGE__ENDPOINT", &proxy.url())],
+        "BANK_E",
+        "2026-01",
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(proxy.injected(), 3, "every planned fault was met");
+    assert_eq!(silver_count(&tw.ws).await, 5);
+    assert_eq!(snapshot_count(&tw.ws).await, 1);
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_storage_faults_that_never_clear_exit_3_and_the_rerun_commits() {
+    let tw = stack_with_a_drop().await;
+    let proxy = FaultProxy::start(&s3_endpoint(), FOREVER);
+    let env = [("SILVERLINE__STORAGE__ENDPOINT", proxy.url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (code, text) = run_binary(&tw.ws, &env, "BANK_E", "2026-01");
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        proxy.injected() > 4,
+        "the client retried: {}",
+        proxy.injected()
+    );
+    assert!(text.contains("storage.bronze"), "names the setting: {text}");
+    assert_eq!(silver_count(&tw.ws).await, 0);
+    assert_eq!(snapshot_count(&tw.ws).await, 0);
+
+    proxy.set_faults(0);
+    let (code, text) = run_binary(&tw.ws, &env, "BANK_E", "2026-01");
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(silver_count(&tw.ws).await, 5);
+    assert_eq!(snapshot_count(&tw.ws).await, 1);
 }

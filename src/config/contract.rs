@@ -108,6 +108,8 @@ pub struct Column {
     pub column_type: ColumnType,
     /// Whether nulls are allowed in Silver.
     pub nullable: bool,
+    /// Holds personal data: never logged, masked in dq_error files on request.
+    pub sensitive: bool,
 }
 
 /// The validated dataset contract.

@@ -170,6 +170,8 @@ pub struct Plan {
     pub commit_attempts: u32,
     /// Folder URL of OpenLineage run events, if they are wanted.
     pub lineage_location: Option<String>,
+    /// Whether sensitive columns are masked in dq_error files.
+    pub mask_sensitive: bool,
 }
 
 /// A named aggregate over one contributor's period.
@@ -270,6 +272,7 @@ impl Plan {
                 .location
                 .as_deref()
                 .map(|l| resolve_location(l, base)),
+            mask_sensitive: raw.quarantine.mask_sensitive,
         };
         if problems.is_empty() {
             Ok(plan)
@@ -313,6 +316,7 @@ fn check_contract(raw: &SilverlineConfig, problems: &mut Vec<String>) -> Contrac
                 name: column.name.clone(),
                 column_type,
                 nullable: column.nullable,
+                sensitive: column.sensitive,
             }),
             None => problems.push(format!(
                 "dataset.columns: column '{}' has unknown type '{}' (expected string, date, int, long, double, boolean or decimal(P,S))",

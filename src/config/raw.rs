@@ -47,6 +47,20 @@ pub struct SilverlineConfig {
     /// OpenLineage run events. Default: none written.
     #[serde(default)]
     pub lineage: LineageConfig,
+    /// How rows set aside are written. Default: sensitive columns written as received.
+    #[serde(default)]
+    pub quarantine: QuarantineConfig,
+}
+
+/// How rows set aside (quarantine, dropped, pending) are written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuarantineConfig {
+    /// Mask the values of `sensitive` columns in dq_error files, and withhold
+    /// the raw text of records that could not be parsed (which cannot be split
+    /// into columns reliably). Default: false.
+    #[serde(default)]
+    pub mask_sensitive: bool,
 }
 
 /// OpenLineage run events.
@@ -157,6 +171,11 @@ pub struct ColumnConfig {
     /// Whether the column may be null. Default: true.
     #[serde(default = "default_true")]
     pub nullable: bool,
+    /// Whether the column holds personal data (national ids, names): its values
+    /// never appear in logs or summaries and, with `quarantine.mask_sensitive`,
+    /// are masked in dq_error files. Default: false.
+    #[serde(default)]
+    pub sensitive: bool,
 }
 
 /// The Silver table.

@@ -13,6 +13,7 @@ pub mod baseline;
 pub mod claim;
 pub mod commit;
 pub mod evaluate;
+pub mod mask;
 pub mod read;
 pub mod route;
 pub mod summary;
@@ -282,7 +283,13 @@ async fn process_stages(
         run_id: claim.run_id.clone(),
         timestamp: summary.started_at.clone(),
     };
-    let routed = route::route_rows(&plan.contract, &judged, &batch.rejects, &stamp)?;
+    let routed = route::route_rows(
+        &plan.contract,
+        &judged,
+        &batch.rejects,
+        &stamp,
+        plan.mask_sensitive,
+    )?;
     summary.counts.warned = routed.warned;
     clock = lap(summary, "route", clock);
     progress.stage("writing");

@@ -21,6 +21,7 @@ use crate::config::contract::Contract;
 use crate::config::rules::Severity;
 use crate::error::{Error, Result};
 use crate::pipeline::evaluate::{DQ_SEVERITY, Judged};
+use crate::pipeline::mask::mask_set_aside;
 use crate::pipeline::read::{PARSE_RULE, ParseReject};
 use crate::transient::{DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, RAW_RECORD, SOURCE_FILE, SOURCE_LINE};
 
@@ -103,12 +104,14 @@ pub fn dq_schema(contract: &Contract) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Sends every judged row and parse reject to its destination.
+/// Sends every judged row and parse reject to its destination; with
+/// `mask_sensitive`, the rows set aside have their sensitive columns masked.
 pub fn route_rows(
     contract: &Contract,
     judged: &Judged,
     rejects: &[ParseReject],
     stamp: &RunStamp,
+    mask_sensitive: bool,
 ) -> Result<Routed> {
     let schema = dq_schema(contract);
     let mut silver = Vec::new();
@@ -148,7 +151,15 @@ pub fn route_rows(
     }
     let set_aside = set_aside
         .into_iter()
-        .map(|(k, parts)| Ok((k, in_file_order(&schema, &parts)?)))
+        .map(|(k, parts)| {
+            let rows = in_file_order(&schema, &parts)?;
+            let rows = if mask_sensitive {
+                mask_set_aside(contract, &rows)?
+            } else {
+                rows
+            };
+            Ok((k, rows))
+        })
         .collect::<Result<_>>()?;
     Ok(Routed {
         silver,

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+pub mod fault_proxy;
 pub mod suite;
 
 use std::collections::BTreeMap;

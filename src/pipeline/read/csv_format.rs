@@ -303,8 +303,6 @@ mod properties {
     use super::super::tests::{contract, file};
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
-
         /// Whatever bytes follow a valid header, the reader neither panics nor
         /// loses a record: every row read or rejected counts in `received`.
         #[test]

@@ -16,7 +16,7 @@ use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
-use crate::config::contract::{ColumnType, Contract};
+use crate::config::contract::{Column, ColumnType, Contract};
 use crate::error::{Error, Result};
 use crate::pipeline::claim::DropFile;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
@@ -150,6 +150,21 @@ fn map_header(contract: &Contract, file: &str, header: &[String]) -> Result<Vec<
     })
 }
 
+/// Why a value could not be typed; the value of a sensitive column is not repeated.
+fn unreadable_reason(column: &Column, value: &str, target: &DataType) -> String {
+    if column.sensitive {
+        format!(
+            "column '{}': cannot read the value as {target} (sensitive: value not shown)",
+            column.name
+        )
+    } else {
+        format!(
+            "column '{}': cannot read '{value}' as {target}",
+            column.name
+        )
+    }
+}
+
 /// Casts the text columns to the contract's types. A value that does not cast
 /// makes its whole record a parse reject naming the column and the value.
 fn type_rows(
@@ -175,12 +190,7 @@ fn type_rows(
             let unreadable = text.is_valid(row)
                 && (typed.is_null(row) || !is_canonical(column.column_type, text.value(row)));
             if reason.is_none() && unreadable {
-                *reason = Some(format!(
-                    "column '{}': cannot read '{}' as {}",
-                    column.name,
-                    text.value(row),
-                    target
-                ));
+                *reason = Some(unreadable_reason(column, text.value(row), &target));
             }
         }
         columns.push(typed);
@@ -236,13 +246,13 @@ fn is_canonical(column_type: ColumnType, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::contract::Column;
 
     pub(super) fn contract() -> Contract {
         let column = |name: &str, column_type, nullable| Column {
             name: name.to_string(),
             column_type,
             nullable,
+            sensitive: false,
         };
         Contract {
             name: "t".to_string(),
