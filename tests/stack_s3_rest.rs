@@ -19,7 +19,8 @@ use assert_cmd::Command;
 use chrono::NaiveDate;
 use common::fault_proxy::{FOREVER, FaultProxy};
 use common::{
-    silver_count, silver_table, snapshot_count, stack_workspace, stack_workspace_with, suite,
+    silver_count, silver_table, snapshot_count, snapshots_if_created, stack_workspace,
+    stack_workspace_with, suite,
 };
 use silverline::demo::generate::Portfolio;
 use silverline::pipeline::RunOptions;
@@ -394,6 +395,27 @@ async fn stack_storage_faults_that_never_clear_exit_3_and_the_rerun_commits() {
     proxy.set_faults(0);
     let (code, text) = run_binary(&tw.ws, &env, "BANK_E", "2026-01");
     assert_eq!(code, 0, "{text}");
+    assert_eq!(silver_count(&tw.ws).await, 5);
+    assert_eq!(snapshot_count(&tw.ws).await, 1);
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_catalog_faults_are_retried_and_when_they_never_clear_exit_3() {
+    let tw = stack_with_a_drop().await;
+    let proxy = FaultProxy::start(&std::env::var("SILVERLINE_REST_URI").unwrap(), FOREVER);
+    let env = [("SILVERLINE__CATALOG__URI", proxy.url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (code, text) = run_binary(&tw.ws, &env, "BANK_E", "2026-01");
+    assert_eq!(code, 3, "{text}");
+    assert!(text.contains("catalog"), "names the catalog: {text}");
+    assert_eq!(snapshots_if_created(&tw.ws).await, 0);
+
+    proxy.set_faults(2);
+    let before = proxy.injected();
+    let (code, text) = run_binary(&tw.ws, &env, "BANK_E", "2026-01");
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(proxy.injected() - before, 2, "every planned fault was met");
     assert_eq!(silver_count(&tw.ws).await, 5);
     assert_eq!(snapshot_count(&tw.ws).await, 1);
 }

@@ -122,6 +122,19 @@ pub async fn snapshot_count(ws: &Workspace) -> usize {
     silver_table(ws).await.metadata().snapshots().len()
 }
 
+/// Number of snapshots of Silver, 0 when no run has created the table yet.
+pub async fn snapshots_if_created(ws: &Workspace) -> usize {
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
+    let ident = silverline::infra::catalog::table_ident(&ws.plan.table);
+    if !catalog.table_exists(&ident).await.unwrap() {
+        return 0;
+    }
+    snapshot_count(ws).await
+}
+
 /// The records of a dq_error CSV named in `summary.outputs[kind]`, as header -> value maps.
 pub async fn dq_records(
     ws: &Workspace,
