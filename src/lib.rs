@@ -25,6 +25,7 @@ pub mod infra;
 pub mod lineage;
 pub mod pipeline;
 pub mod progress;
+pub mod report;
 pub mod telemetry;
 pub mod transient;
 

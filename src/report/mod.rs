@@ -1,0 +1,4 @@
+//! The exception report: backlog, flow and run history as a static HTML page
+//! that opens from disk (`silverline report --out <dir>`).
+
+pub mod model;
