@@ -21,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod exceptions;
 pub mod infra;
 pub mod lineage;
 pub mod pipeline;

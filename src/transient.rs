@@ -37,3 +37,5 @@ pub const DQ_TIMESTAMP: &str = "_dq_timestamp";
 pub fn prev_column(column: &str) -> String {
     format!("{PREV_PREFIX}{column}")
 }
+/// The id of the exception a row set aside is (dq_error files, replay).
+pub const EXCEPTION_ID: &str = "_exception_id";

@@ -172,6 +172,19 @@ pub struct Plan {
     pub lineage_location: Option<String>,
     /// Whether sensitive columns are masked in dq_error files.
     pub mask_sensitive: bool,
+    /// The exception store.
+    pub exceptions: ExceptionsSpec,
+}
+
+/// The exception store's table and backlog settings.
+#[derive(Debug, Clone)]
+pub struct ExceptionsSpec {
+    /// Iceberg namespace (Silver's).
+    pub namespace: String,
+    /// Table name.
+    pub name: String,
+    /// Open exceptions older than this many days are stale.
+    pub stale_after_days: u32,
 }
 
 /// A named aggregate over one contributor's period.
@@ -273,6 +286,15 @@ impl Plan {
                 .as_deref()
                 .map(|l| resolve_location(l, base)),
             mask_sensitive: raw.quarantine.mask_sensitive,
+            exceptions: ExceptionsSpec {
+                namespace: raw.table.namespace.clone(),
+                name: raw
+                    .exceptions
+                    .table
+                    .clone()
+                    .unwrap_or_else(|| format!("{}_exceptions", raw.table.name)),
+                stale_after_days: raw.exceptions.stale_after_days,
+            },
         };
         if problems.is_empty() {
             Ok(plan)

@@ -50,6 +50,30 @@ pub struct SilverlineConfig {
     /// How rows set aside are written. Default: sensitive columns written as received.
     #[serde(default)]
     pub quarantine: QuarantineConfig,
+    /// The exception store. Default: `<table.name>_exceptions` beside Silver.
+    #[serde(default)]
+    pub exceptions: ExceptionsConfig,
+}
+
+/// The exception store: an Iceberg table of status events of the rows set aside.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExceptionsConfig {
+    /// Table name, in Silver's namespace. Default: `<table.name>_exceptions`.
+    #[serde(default)]
+    pub table: Option<String>,
+    /// Open exceptions older than this many days are flagged stale. Default: 30.
+    #[serde(default = "default_stale_after_days")]
+    pub stale_after_days: u32,
+}
+
+impl Default for ExceptionsConfig {
+    fn default() -> Self {
+        Self {
+            table: None,
+            stale_after_days: default_stale_after_days(),
+        }
+    }
 }
 
 /// How rows set aside (quarantine, dropped, pending) are written.
@@ -367,6 +391,9 @@ fn default_catalog_name() -> String {
 }
 fn default_commit_attempts() -> u32 {
     6
+}
+fn default_stale_after_days() -> u32 {
+    30
 }
 fn default_scope() -> String {
     "row".to_string()

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::spec::{Transform, UnboundPartitionSpec};
+use iceberg::spec::{Schema, Transform, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
@@ -14,7 +14,6 @@ use iceberg_catalog_sql::SqlCatalogBuilder;
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 use crate::config::Plan;
-use crate::config::contract::Contract;
 use crate::config::plan::{CatalogSpec, PartitionTransform, TableSpec};
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
@@ -93,11 +92,27 @@ const CREATE_ATTEMPTS: u32 = 5;
 
 /// Loads the Silver table, creating its namespace and the table from the contract if missing.
 pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
+    let ident = table_ident(&plan.table);
+    load_or_create_table(catalog, &ident, &|| table_creation(plan), "dataset.columns").await
+}
+
+/// How to create a table: called for each attempt (a creation is used up).
+pub type MakeCreation<'a> = &'a (dyn Fn() -> iceberg::Result<TableCreation> + Sync);
+
+/// Loads a table silverline owns, creating its namespace and the table from
+/// `creation` if missing; a table found with another schema is an error naming
+/// `setting`. Retried, for runs that create the table at the same moment.
+pub async fn load_or_create_table(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    creation: MakeCreation<'_>,
+    setting: &str,
+) -> Result<Table> {
     let mut attempt = 1;
     loop {
-        match try_load_or_create_silver(catalog, plan).await {
+        match try_load_or_create_table(catalog, ident, creation, setting).await {
             Err(error @ Error::Catalog { .. }) if attempt < CREATE_ATTEMPTS => {
-                tracing::warn!(attempt, error = %error, "loading or creating Silver failed: retrying");
+                tracing::warn!(attempt, table = %ident, error = %error, "loading or creating a table failed: retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
                     .await;
                 attempt += 1;
@@ -107,9 +122,14 @@ pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result
     }
 }
 
-async fn try_load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
-    let ident = table_ident(&plan.table);
+async fn try_load_or_create_table(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    creation: MakeCreation<'_>,
+    setting: &str,
+) -> Result<Table> {
     let target = ident.to_string();
+    let creation = creation().map_err(Error::catalog("create-table", &target))?;
     let namespace = ident.namespace().clone();
     let exists = catalog
         .namespace_exists(&namespace)
@@ -123,17 +143,17 @@ async fn try_load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result
         }
     }
     if catalog
-        .table_exists(&ident)
+        .table_exists(ident)
         .await
         .map_err(Error::catalog("table-exists", &target))?
     {
-        return load_silver(catalog, plan).await;
+        return load_table_checked(catalog, ident, &creation.schema, setting).await;
     }
-    let creation = table_creation(plan).map_err(Error::catalog("create-table", &target))?;
+    let expected = creation.schema.clone();
     match catalog.create_table(&namespace, creation).await {
         Ok(table) => Ok(table),
-        Err(_) if catalog.table_exists(&ident).await.unwrap_or(false) => {
-            load_silver(catalog, plan).await
+        Err(_) if catalog.table_exists(ident).await.unwrap_or(false) => {
+            load_table_checked(catalog, ident, &expected, setting).await
         }
         Err(e) => Err(Error::catalog("create-table", &target)(e)),
     }
@@ -165,34 +185,48 @@ async fn disable_iceberg_retries(catalog: &dyn Catalog, table: Table) -> Result<
 /// Loads the Silver table and checks that its schema is the contract.
 pub async fn load_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = table_ident(&plan.table);
+    let schema = plan
+        .contract
+        .iceberg_schema()
+        .map_err(Error::catalog("load-table", ident.to_string()))?;
+    load_table_checked(catalog, &ident, &schema, "dataset.columns").await
+}
+
+/// Loads a table silverline owns and checks its columns against `expected`.
+async fn load_table_checked(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    expected: &Schema,
+    setting: &str,
+) -> Result<Table> {
     let table = catalog
-        .load_table(&ident)
+        .load_table(ident)
         .await
         .map_err(Error::catalog("load-table", ident.to_string()))?;
-    check_schema(&table, &plan.contract)?;
+    check_schema(&table, expected, setting)?;
     disable_iceberg_retries(catalog, table).await
 }
 
-fn check_schema(table: &Table, contract: &Contract) -> Result<()> {
-    let schema = table.metadata().current_schema();
-    let actual: Vec<String> = schema
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| format!("{} {}", f.name, f.field_type))
-        .collect();
-    let expected: Vec<String> = contract
-        .columns
-        .iter()
-        .map(|c| format!("{} {}", c.name, c.column_type.iceberg_type()))
-        .collect();
+fn check_schema(table: &Table, expected: &Schema, setting: &str) -> Result<()> {
+    let columns = |schema: &Schema| -> Vec<String> {
+        schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| format!("{} {}", f.name, f.field_type))
+            .collect()
+    };
+    let (actual, expected) = (
+        columns(table.metadata().current_schema()),
+        columns(expected),
+    );
     if actual == expected {
         return Ok(());
     }
     Err(Error::ConfigInvalid {
-        path: "dataset.columns".into(),
+        path: setting.into(),
         problems: vec![format!(
-            "Silver table {} has columns [{}] but the contract declares [{}]",
+            "table {} has columns [{}] but silverline expects [{}]",
             table.identifier(),
             actual.join(", "),
             expected.join(", ")
@@ -222,9 +256,15 @@ fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
         .name(plan.table.name.clone())
         .schema(schema)
         .partition_spec(spec.build())
-        .properties(HashMap::from([(
-            NO_ICEBERG_RETRIES.0.to_string(),
-            NO_ICEBERG_RETRIES.1.to_string(),
-        )]))
+        .properties(owned_table_properties())
         .build())
+}
+
+/// Properties of every table silverline creates: Iceberg's own commit retries
+/// off, since silverline retries commits itself, re-checking the run key.
+pub fn owned_table_properties() -> HashMap<String, String> {
+    HashMap::from([(
+        NO_ICEBERG_RETRIES.0.to_string(),
+        NO_ICEBERG_RETRIES.1.to_string(),
+    )])
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::{Catalog, ErrorKind};
+use iceberg::{Catalog, ErrorKind, TableIdent};
 
 use crate::config::Plan;
 use crate::error::{Error, Result};
@@ -57,34 +57,66 @@ pub async fn commit_silver(
     balanced: Balanced,
     run: RunIdentity<'_>,
 ) -> Result<Committed> {
-    let ident = table_ident(&plan.table);
-    let target = ident.to_string();
     let properties = snapshot_properties(&balanced, run);
-    let data_files = balanced.into_data_files();
+    let append = RunAppend {
+        run_key: run.run_key,
+        properties,
+        attempts: plan.commit_attempts,
+    };
+    append_for_run(
+        catalog,
+        &table_ident(&plan.table),
+        balanced.into_data_files(),
+        &append,
+    )
+    .await
+}
+
+/// One run's append: its key (also a snapshot property), the snapshot
+/// properties and how many conflicts are retried.
+#[derive(Debug, Clone)]
+pub struct RunAppend<'a> {
+    /// The run key; a snapshot carrying it means the run is in the table.
+    pub run_key: &'a str,
+    /// Snapshot properties, the run key among them.
+    pub properties: HashMap<String, String>,
+    /// How many times a conflicting commit is tried in all.
+    pub attempts: u32,
+}
+
+/// Appends `data_files` to the table `ident` in one snapshot, unless a
+/// snapshot with the run key is already there; conflicts are retried on a
+/// reloaded table, re-checking the run key each time.
+pub async fn append_for_run(
+    catalog: &Arc<dyn Catalog>,
+    ident: &TableIdent,
+    data_files: Vec<DataFile>,
+    append: &RunAppend<'_>,
+) -> Result<Committed> {
+    let target = ident.to_string();
     let mut attempt = 1;
     loop {
         let table = catalog
-            .load_table(&ident)
+            .load_table(ident)
             .await
             .map_err(Error::catalog("load-table", &target))?;
-        if let Some(snapshot) = committed_snapshot(&table, run.run_key) {
+        if let Some(snapshot) = committed_snapshot(&table, append.run_key) {
             discard_files(&table, &data_files).await;
             return Ok(Committed::LostRace(snapshot));
         }
-        match append_once(catalog, &table, &data_files, &properties).await {
+        match append_once(catalog, &table, &data_files, &append.properties).await {
             Ok(committed) => {
-                return committed_snapshot(&committed, run.run_key)
+                return committed_snapshot(&committed, append.run_key)
                     .map(Committed::Snapshot)
                     .ok_or_else(|| {
                         Error::Internal(format!(
                             "commit to {target} left no snapshot with run key {}",
-                            run.run_key
+                            append.run_key
                         ))
                     });
             }
             Err(e)
-                if e.kind() == ErrorKind::CatalogCommitConflicts
-                    && attempt < plan.commit_attempts =>
+                if e.kind() == ErrorKind::CatalogCommitConflicts && attempt < append.attempts =>
             {
                 tracing::warn!(attempt, table = %target, "commit conflict: reloading and retrying");
                 tokio::time::sleep(backoff(attempt)).await;
@@ -93,7 +125,7 @@ pub async fn commit_silver(
             Err(e) => {
                 return Err(Error::catalog(
                     "commit",
-                    format!("{target} (attempt {attempt} of {})", plan.commit_attempts),
+                    format!("{target} (attempt {attempt} of {})", append.attempts),
                 )(e));
             }
         }

@@ -13,6 +13,7 @@ pub mod baseline;
 pub mod claim;
 pub mod commit;
 pub mod evaluate;
+pub mod exceptions;
 pub mod mask;
 pub mod read;
 pub mod route;
@@ -32,6 +33,7 @@ use crate::progress::Progress;
 use crate::config::Plan;
 use crate::config::rules::{Rule, Scope, Severity, rules_fingerprint};
 use crate::error::{Error, Result};
+use crate::exceptions::record::{ExceptionIds, load_carried};
 use crate::infra::catalog::{connect, load_or_create_silver, table_ident};
 use crate::infra::storage::{Location, Stores};
 use claim::{Claim, Claimed, DropRef};
@@ -47,6 +49,9 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Show a spinner naming the stage (the CLI sets it when stderr is a terminal).
     pub progress: bool,
+    /// The drop replays exceptions: aggregate rules, which judge a whole
+    /// period, are not run on its few rows (they judged the period already).
+    pub replay: bool,
     /// Test hooks; leave at default outside tests.
     #[doc(hidden)]
     pub hooks: TestHooks,
@@ -128,7 +133,10 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 /// [`run`], inside the run's span (every log line carries contributor, drop and run id).
 async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
-    let (contributor_type, rules) = plan.rules_for(&drop.contributor)?;
+    let (contributor_type, mut rules) = plan.rules_for(&drop.contributor)?;
+    if options.replay {
+        rules.retain(|r| r.scope != Scope::Aggregate);
+    }
     let mut summary = new_summary(plan, drop, contributor_type, &rules);
     let context = open_context(plan, drop).await?;
     let claimed =
@@ -155,6 +163,8 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
             if let Some((run_id, run_date)) = run_place {
                 restore_missing_summary(&context, &summary, snapshot_id, &run_id, &run_date)
                     .await?;
+                let run = committed_run(&summary, &run_id, &run_date);
+                exceptions::restore_missing_events(&context, &run).await?;
             }
             return Ok(RunOutcome {
                 summary,
@@ -279,9 +289,11 @@ async fn process_stages(
     clock = lap(summary, "baseline_and_evaluate", clock);
     stop_on_fail_rules(&judged.outcomes)?;
 
+    let carried = load_carried(&context.bronze, context.drop).await?;
     let stamp = RunStamp {
         run_id: claim.run_id.clone(),
         timestamp: summary.started_at.clone(),
+        exception_ids: ExceptionIds::new(context.drop, carried),
     };
     let routed = route::route_rows(
         &plan.contract,
@@ -309,6 +321,7 @@ async fn process_stages(
             context.dq_error.url_of(path),
         );
     }
+    let set_aside_files = written.set_aside_files.clone();
     clock = lap(summary, "write", clock);
     options.hooks.crash_if(CrashPoint::AfterWrite)?;
 
@@ -346,12 +359,18 @@ async fn process_stages(
         rules_fingerprint: &summary.rules_fingerprint,
     };
     let committed = commit::commit_silver(&context.catalog, plan, balanced, identity).await?;
-    lap(summary, "commit", clock);
+    clock = lap(summary, "commit", clock);
     options.hooks.crash_if(CrashPoint::AfterCommit)?;
     match committed {
         Committed::Snapshot(id) => {
             summary.status = RunStatus::Committed;
             summary.snapshot_id = Some(id);
+            let run = committed_run(summary, &claim.run_id, &claim.run_date);
+            let recorded =
+                exceptions::record_events(context, &run, &set_aside_files, &stamp.exception_ids)
+                    .await?;
+            summary.backlog = Some(recorded);
+            lap(summary, "exceptions", clock);
         }
         Committed::LostRace(id) => {
             tracing::warn!(
@@ -474,7 +493,22 @@ fn new_summary(plan: &Plan, drop: &DropRef, contributor_type: &str, rules: &[&Ru
         snapshot_id: None,
         outputs: BTreeMap::new(),
         aggregates: Vec::new(),
+        backlog: None,
         error: None,
+    }
+}
+
+/// A committed run, as the exception stage needs it.
+fn committed_run(summary: &Summary, run_id: &str, run_date: &str) -> exceptions::CommittedRun {
+    exceptions::CommittedRun {
+        drop: DropRef {
+            contributor: summary.contributor.clone(),
+            drop_id: summary.drop_id.clone(),
+        },
+        run_key: summary.run_key.clone().unwrap_or_default(),
+        run_id: run_id.to_string(),
+        run_date: run_date.to_string(),
+        started_at: summary.started_at.clone(),
     }
 }
 

@@ -20,10 +20,13 @@ use serde_json::json;
 use crate::config::contract::Contract;
 use crate::config::rules::Severity;
 use crate::error::{Error, Result};
+use crate::exceptions::record::ExceptionIds;
 use crate::pipeline::evaluate::{DQ_SEVERITY, Judged};
 use crate::pipeline::mask::mask_set_aside;
 use crate::pipeline::read::{PARSE_RULE, ParseReject};
-use crate::transient::{DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, RAW_RECORD, SOURCE_FILE, SOURCE_LINE};
+use crate::transient::{
+    DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, EXCEPTION_ID, RAW_RECORD, SOURCE_FILE, SOURCE_LINE,
+};
 
 /// Where rows kept out of Silver go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,6 +66,8 @@ pub struct RunStamp {
     pub run_id: String,
     /// When the run started (RFC 3339).
     pub timestamp: String,
+    /// The exception id of each row that may be set aside.
+    pub exception_ids: ExceptionIds,
 }
 
 /// Rows sorted by destination.
@@ -94,6 +99,7 @@ impl Routed {
 pub fn dq_schema(contract: &Contract) -> SchemaRef {
     let mut fields = contract.arrow_fields();
     fields.extend([
+        Field::new(EXCEPTION_ID, DataType::Utf8, false),
         Field::new(SOURCE_FILE, DataType::Utf8, true),
         Field::new(SOURCE_LINE, DataType::Int64, true),
         Field::new(RAW_RECORD, DataType::Utf8, true),
@@ -223,12 +229,20 @@ fn dq_rows(
 ) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let mut columns: Vec<ArrayRef> = contract_columns(contract, batch)?.columns().to_vec();
-    for name in [SOURCE_FILE, SOURCE_LINE] {
-        let column = batch
-            .column_by_name(name)
-            .ok_or_else(|| Error::Internal(format!("route: column {name} is missing")))?;
-        columns.push(column.clone());
-    }
+    let files = string_column(batch, SOURCE_FILE)?;
+    let lines = batch
+        .column_by_name(SOURCE_LINE)
+        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+        .ok_or_else(|| Error::Internal(format!("route: column {SOURCE_LINE} is missing")))?;
+    columns.push(Arc::new(StringArray::from_iter_values((0..rows).map(
+        |r| {
+            stamp
+                .exception_ids
+                .id_of(files.value(r), lines.value(r).max(0) as u64)
+        },
+    ))));
+    columns.push(Arc::new(files.clone()));
+    columns.push(Arc::new(lines.clone()));
     columns.push(arrow::array::new_null_array(&DataType::Utf8, rows));
     let errors = batch
         .column_by_name(DQ_ERRORS)
@@ -280,6 +294,11 @@ fn reject_rows(
         .iter()
         .map(|f| arrow::array::new_null_array(f.data_type(), rows))
         .collect();
+    columns.push(Arc::new(StringArray::from_iter_values(
+        rejects
+            .iter()
+            .map(|r| stamp.exception_ids.id_of(&r.file, r.line)),
+    )));
     columns.push(Arc::new(StringArray::from_iter_values(
         rejects.iter().map(|r| r.file.as_str()),
     )));

@@ -102,6 +102,9 @@ pub struct Summary {
     pub outputs: BTreeMap<String, String>,
     /// Per-period metrics and aggregate rule outcomes.
     pub aggregates: Vec<PeriodReport>,
+    /// The contributor's exception backlog after this run (committed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<crate::report::model::BacklogFigures>,
     /// Why the run failed.
     pub error: Option<String>,
 }

@@ -36,8 +36,16 @@ pub struct Written {
 }
 
 /// The dq_error folder of one run's rows of one kind.
-pub fn dq_folder(kind: &str, run_date: &str, contributor: &str, run_id: &str) -> String {
+fn dq_folder(kind: &str, run_date: &str, contributor: &str, run_id: &str) -> String {
     format!("{kind}/date={run_date}/contributor={contributor}/run={run_id}")
+}
+
+/// The dq_error file of one run's rows of one kind.
+pub fn dq_file(kind: &str, run_date: &str, contributor: &str, run_id: &str) -> String {
+    format!(
+        "{}/part-00000.csv",
+        dq_folder(kind, run_date, contributor, run_id)
+    )
 }
 
 /// Writes the set-aside rows as CSV and the Silver rows as Iceberg data files.
@@ -51,10 +59,7 @@ pub async fn write_outputs(
 ) -> Result<Written> {
     let mut set_aside_files = BTreeMap::new();
     for (destination, rows) in &routed.set_aside {
-        let path = format!(
-            "{}/part-00000.csv",
-            dq_folder(destination.kind(), run_date, contributor, run_id)
-        );
+        let path = dq_file(destination.kind(), run_date, contributor, run_id);
         dq_error.put(&path, to_csv(rows)?).await?;
         set_aside_files.insert(*destination, path);
     }

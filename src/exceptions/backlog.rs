@@ -1,0 +1,152 @@
+//! Backlog measures from the exception events: what is open, how old, how
+//! fast exceptions enter and leave.
+//!
+//! An exception *entered* when its first event put it in an open status
+//! (pending or quarantined); it *left* when its latest event closed it
+//! (resolved or ignored) after it had been open. Rows of a `drop` rule, ignored
+//! from the start, neither enter nor leave the backlog.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
+
+use super::ExceptionEvent;
+use crate::report::model::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekFlow};
+
+/// One exception's history, reduced to what the measures need.
+#[derive(Debug, Clone)]
+pub struct ExceptionState<'a> {
+    /// Its latest event: current status, rule, contributor.
+    pub latest: &'a ExceptionEvent,
+    /// Whether it ever was open (pending or quarantined).
+    pub was_open: bool,
+    /// Whether its first event opened it.
+    pub entered_open: bool,
+}
+
+impl ExceptionState<'_> {
+    /// Whether it is open now.
+    pub fn is_open(&self) -> bool {
+        self.latest.status.is_open()
+    }
+
+    /// When it left the backlog, if it did.
+    pub fn exited_at(&self) -> Option<DateTime<Utc>> {
+        (self.was_open && !self.is_open()).then_some(self.latest.event_at)
+    }
+
+    /// Its age in whole days at `now`.
+    pub fn age_days(&self, now: DateTime<Utc>) -> u64 {
+        u64::try_from((now - self.latest.entered_at).num_days()).unwrap_or(0)
+    }
+}
+
+/// Each exception's state, from its events (latest by event time; ties go to
+/// the event listed last).
+pub fn states(events: &[ExceptionEvent]) -> Vec<ExceptionState<'_>> {
+    let mut by_id: HashMap<&str, Vec<&ExceptionEvent>> = HashMap::new();
+    for event in events {
+        by_id.entry(&event.exception_id).or_default().push(event);
+    }
+    let mut states: Vec<ExceptionState<'_>> = by_id
+        .into_values()
+        .filter_map(|mut history| {
+            history.sort_by_key(|e| e.event_at);
+            let first = *history.first()?;
+            Some(ExceptionState {
+                latest: *history.last()?,
+                was_open: history.iter().any(|e| e.status.is_open()),
+                entered_open: first.status.is_open(),
+            })
+        })
+        .collect();
+    states.sort_by(|a, b| a.latest.exception_id.cmp(&b.latest.exception_id));
+    states
+}
+
+/// Headline figures at `now`.
+pub fn figures(
+    states: &[ExceptionState<'_>],
+    now: DateTime<Utc>,
+    stale_after_days: u32,
+) -> BacklogFigures {
+    let mut figures = BacklogFigures::default();
+    for state in states {
+        let entered = state.entered_open.then_some(state.latest.entered_at);
+        let within = |at: Option<DateTime<Utc>>, days: i64| {
+            at.is_some_and(|at| at > now - Duration::days(days) && at <= now)
+        };
+        figures.entered_7d += u64::from(within(entered, 7));
+        figures.entered_30d += u64::from(within(entered, 30));
+        figures.exited_7d += u64::from(within(state.exited_at(), 7));
+        figures.exited_30d += u64::from(within(state.exited_at(), 30));
+        if !state.is_open() {
+            continue;
+        }
+        figures.open += 1;
+        match state.latest.status {
+            super::ExceptionStatus::Pending => figures.pending += 1,
+            _ => figures.quarantined += 1,
+        }
+        let age = state.age_days(now);
+        figures.stale += u64::from(age > u64::from(stale_after_days));
+        figures.oldest_age_days = figures.oldest_age_days.max(Some(age));
+    }
+    figures
+}
+
+/// Open exceptions per primary rule and age bucket, largest first.
+pub fn open_by_rule(states: &[ExceptionState<'_>], now: DateTime<Utc>) -> Vec<RuleBacklog> {
+    let mut by_rule: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
+    for state in states.iter().filter(|s| s.is_open()) {
+        let age = state.age_days(now);
+        let bucket = AGE_BUCKETS
+            .iter()
+            .position(|(_, upper)| upper.is_none_or(|upper| age <= u64::from(upper)))
+            .unwrap_or(AGE_BUCKETS.len() - 1);
+        by_rule.entry(&state.latest.rule).or_default()[bucket] += 1;
+    }
+    let mut rows: Vec<RuleBacklog> = by_rule
+        .into_iter()
+        .map(|(rule, by_age)| RuleBacklog {
+            rule: rule.to_string(),
+            total: by_age.iter().sum(),
+            by_age,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.rule.cmp(&b.rule)));
+    rows
+}
+
+/// Entries and exits per week (weeks start on Monday) over the last `weeks` weeks up to `now`.
+pub fn weekly_flow(states: &[ExceptionState<'_>], now: DateTime<Utc>, weeks: u32) -> Vec<WeekFlow> {
+    let this_week = monday_of(now.date_naive());
+    let first = this_week - Duration::weeks(i64::from(weeks.saturating_sub(1)));
+    let mut flow: BTreeMap<NaiveDate, (u64, u64)> = (0..weeks)
+        .map(|i| (first + Duration::weeks(i64::from(i)), (0, 0)))
+        .collect();
+    for state in states {
+        if state.entered_open
+            && let Some(week) = flow.get_mut(&monday_of(state.latest.entered_at.date_naive()))
+        {
+            week.0 += 1;
+        }
+        if let Some(week) = state
+            .exited_at()
+            .and_then(|at| flow.get_mut(&monday_of(at.date_naive())))
+        {
+            week.1 += 1;
+        }
+    }
+    flow.into_iter()
+        .map(|(week, (entered, exited))| WeekFlow {
+            week: week.to_string(),
+            entered,
+            exited,
+        })
+        .collect()
+}
+
+fn monday_of(day: NaiveDate) -> NaiveDate {
+    day - Duration::days(i64::from(day.weekday().num_days_from_monday()))
+}

@@ -1,0 +1,239 @@
+//! Recording a run's exceptions: one event per row the run set aside (read
+//! back from its dq_error files, which carry `_exception_id`), and a
+//! `resolved` event per replayed exception that reached Silver.
+//!
+//! A replay drop carries, beside its data file, a manifest
+//! ([`REPLAY_MANIFEST`]) naming the exception behind each line; its rows keep
+//! their ids, so an exception that fails again gets fresh reasons, not a twin.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{ExceptionEvent, ExceptionStatus, exception_id};
+use crate::config::contract::Contract;
+use crate::config::rules::Severity;
+use crate::error::{Error, Result};
+use crate::infra::storage::Location;
+use crate::pipeline::claim::DropRef;
+use crate::pipeline::route::SetAside;
+use crate::transient::{DQ_ERRORS, EXCEPTION_ID, SOURCE_FILE, SOURCE_LINE};
+
+/// The file, in a replay drop's folder, that names the exception behind each
+/// line of the replayed data file. Its name starts with `_`, so the run does
+/// not read it as data.
+pub const REPLAY_MANIFEST: &str = "_exceptions.csv";
+
+/// An exception a replay drop carries: where it stands in the replay file and
+/// what it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CarriedException {
+    /// Data file of the replay drop.
+    pub file: String,
+    /// Line in that file.
+    pub line: u64,
+    /// The exception's id.
+    pub exception_id: String,
+    /// The drop the row first came in.
+    pub drop_id: String,
+    /// Its primary rule when it was set aside.
+    pub rule: String,
+    /// When it first entered.
+    pub entered_at: DateTime<Utc>,
+}
+
+/// The exception id of each row of a drop: carried by a replay manifest, or
+/// derived from contributor, drop, file and line.
+#[derive(Debug, Clone, Default)]
+pub struct ExceptionIds {
+    contributor: String,
+    drop_id: String,
+    carried: HashMap<(String, u64), CarriedException>,
+}
+
+impl ExceptionIds {
+    /// Ids for `drop`, with the exceptions its manifest carries.
+    pub fn new(drop: &DropRef, carried: Vec<CarriedException>) -> ExceptionIds {
+        ExceptionIds {
+            contributor: drop.contributor.clone(),
+            drop_id: drop.drop_id.clone(),
+            carried: carried
+                .into_iter()
+                .map(|c| ((c.file.clone(), c.line), c))
+                .collect(),
+        }
+    }
+
+    /// The exception id of the row at `file:line`.
+    pub fn id_of(&self, file: &str, line: u64) -> String {
+        match self.carried.get(&(file.to_string(), line)) {
+            Some(carried) => carried.exception_id.clone(),
+            None => exception_id(&self.contributor, &self.drop_id, file, line),
+        }
+    }
+
+    fn carried_by_id(&self) -> BTreeMap<&str, &CarriedException> {
+        self.carried
+            .values()
+            .map(|c| (c.exception_id.as_str(), c))
+            .collect()
+    }
+}
+
+/// Reads the replay manifest of `drop`, if it has one.
+pub async fn load_carried(bronze: &Location, drop: &DropRef) -> Result<Vec<CarriedException>> {
+    let path = format!("{}/{REPLAY_MANIFEST}", drop.prefix());
+    let Some(bytes) = bronze.get_opt(&path).await? else {
+        return Ok(Vec::new());
+    };
+    csv::Reader::from_reader(bytes.as_ref())
+        .deserialize()
+        .collect::<std::result::Result<Vec<CarriedException>, _>>()
+        .map_err(|e| Error::BadDrop {
+            location: bronze.url_of(&path),
+            reason: format!("unreadable replay manifest: {e}"),
+        })
+}
+
+/// Renders a replay manifest.
+pub fn manifest_csv(carried: &[CarriedException]) -> Result<Vec<u8>> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    for entry in carried {
+        writer
+            .serialize(entry)
+            .map_err(|e| Error::Internal(format!("cannot write a replay manifest: {e}")))?;
+    }
+    writer
+        .into_inner()
+        .map_err(|e| Error::Internal(format!("cannot write a replay manifest: {e}")))
+}
+
+/// Who recorded the events and when.
+#[derive(Debug, Clone)]
+pub struct RunRecord<'a> {
+    /// The drop.
+    pub drop: &'a DropRef,
+    /// The run id.
+    pub run_id: &'a str,
+    /// When the run started: the entry time of the exceptions it found.
+    pub started_at: DateTime<Utc>,
+    /// When the events are recorded.
+    pub now: DateTime<Utc>,
+}
+
+/// The events of one run, from the dq_error files it wrote (`kind -> path`)
+/// and the exceptions its drop carried.
+pub async fn run_events(
+    dq_error: &Location,
+    files: &BTreeMap<SetAside, String>,
+    ids: &ExceptionIds,
+    contract: &Contract,
+    run: &RunRecord<'_>,
+) -> Result<Vec<ExceptionEvent>> {
+    let carried = ids.carried_by_id();
+    let mut events = Vec::new();
+    let mut set_aside_ids = BTreeSet::new();
+    for (destination, path) in files {
+        let bytes = dq_error.get(path).await?;
+        for row in dq_rows(&bytes, &dq_error.url_of(path))? {
+            let event = set_aside_event(&row, *destination, path, contract, &carried, run);
+            set_aside_ids.insert(event.exception_id.clone());
+            events.push(event);
+        }
+    }
+    for (id, exception) in carried {
+        if !set_aside_ids.contains(id) {
+            events.push(resolved_event(exception, run));
+        }
+    }
+    Ok(events)
+}
+
+/// The rows of a dq_error CSV file as header -> value maps.
+fn dq_rows(bytes: &[u8], url: &str) -> Result<Vec<HashMap<String, String>>> {
+    csv::Reader::from_reader(bytes)
+        .deserialize()
+        .collect::<std::result::Result<Vec<HashMap<String, String>>, _>>()
+        .map_err(|e| Error::Internal(format!("cannot read back {url}: {e}")))
+}
+
+/// One (rule, severity, message) of a row's `_dq_errors`.
+#[derive(Debug, Deserialize)]
+struct Reason {
+    rule: String,
+    severity: String,
+}
+
+fn set_aside_event(
+    row: &HashMap<String, String>,
+    destination: SetAside,
+    path: &str,
+    contract: &Contract,
+    carried: &BTreeMap<&str, &CarriedException>,
+    run: &RunRecord<'_>,
+) -> ExceptionEvent {
+    let field = |name: &str| row.get(name).cloned().unwrap_or_default();
+    let reasons_json = field(DQ_ERRORS);
+    let reasons: Vec<Reason> = serde_json::from_str(&reasons_json).unwrap_or_default();
+    let worst = reasons
+        .iter()
+        .filter_map(|r| Severity::parse(&r.severity))
+        .max();
+    let primary = reasons
+        .iter()
+        .find(|r| worst.is_some() && Severity::parse(&r.severity) == worst);
+    let exception_id = field(EXCEPTION_ID);
+    let earlier = carried.get(exception_id.as_str());
+    ExceptionEvent {
+        contributor: run.drop.contributor.clone(),
+        drop_id: earlier.map_or_else(|| run.drop.drop_id.clone(), |c| c.drop_id.clone()),
+        run_id: run.run_id.to_string(),
+        status: ExceptionStatus::of_set_aside(destination),
+        rule: primary.map(|r| r.rule.clone()).unwrap_or_default(),
+        rules: reasons
+            .iter()
+            .map(|r| r.rule.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        severity: primary.map(|r| r.severity.clone()).unwrap_or_default(),
+        reasons: reasons_json,
+        record_key: record_key(row, contract),
+        source_file: row.get(SOURCE_FILE).filter(|v| !v.is_empty()).cloned(),
+        source_line: row.get(SOURCE_LINE).and_then(|v| v.parse().ok()),
+        dq_file: Some(path.to_string()),
+        entered_at: earlier.map_or(run.started_at, |c| c.entered_at),
+        event_at: run.now,
+        exception_id,
+    }
+}
+
+fn resolved_event(exception: &CarriedException, run: &RunRecord<'_>) -> ExceptionEvent {
+    ExceptionEvent {
+        exception_id: exception.exception_id.clone(),
+        contributor: run.drop.contributor.clone(),
+        drop_id: exception.drop_id.clone(),
+        run_id: run.run_id.to_string(),
+        status: ExceptionStatus::Resolved,
+        rule: exception.rule.clone(),
+        rules: exception.rule.clone(),
+        severity: String::new(),
+        reasons: "[]".to_string(),
+        record_key: None,
+        source_file: Some(exception.file.clone()),
+        source_line: i64::try_from(exception.line).ok(),
+        dq_file: None,
+        entered_at: exception.entered_at,
+        event_at: run.now,
+    }
+}
+
+/// The row's record key (entity key and order column joined by `|`), when all of it is there.
+fn record_key(row: &HashMap<String, String>, contract: &Contract) -> Option<String> {
+    let parts: Option<Vec<&str>> = contract
+        .record_key()
+        .iter()
+        .map(|c| row.get(c).map(String::as_str).filter(|v| !v.is_empty()))
+        .collect();
+    parts.map(|p| p.join("|"))
+}

@@ -1,0 +1,236 @@
+//! The exception table: append-only status events, partitioned by
+//! contributor, beside Silver in its namespace. Appends carry the run key as
+//! a snapshot property, like Silver commits, so a run records its events once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray, TimestampMicrosecondArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit, TimestampMicrosecondType};
+use arrow::record_batch::RecordBatch;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::expr::Reference;
+use iceberg::spec::{
+    Datum, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
+};
+use iceberg::table::Table;
+use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+
+use super::{ExceptionEvent, ExceptionStatus};
+use crate::config::Plan;
+use crate::error::{Error, Result};
+use crate::infra::catalog::{load_or_create_table, owned_table_properties};
+use crate::pipeline::commit::{Committed, RUN_KEY_PROPERTY, RunAppend, append_for_run};
+use crate::pipeline::write::write_silver_files;
+
+/// The columns of the exception table, in order: (name, type, required).
+const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
+    ("exception_id", PrimitiveType::String, true),
+    ("contributor", PrimitiveType::String, true),
+    ("drop_id", PrimitiveType::String, true),
+    ("run_id", PrimitiveType::String, true),
+    ("status", PrimitiveType::String, true),
+    ("rule", PrimitiveType::String, true),
+    ("rules", PrimitiveType::String, true),
+    ("severity", PrimitiveType::String, true),
+    ("reasons", PrimitiveType::String, true),
+    ("record_key", PrimitiveType::String, false),
+    ("source_file", PrimitiveType::String, false),
+    ("source_line", PrimitiveType::Long, false),
+    ("dq_file", PrimitiveType::String, false),
+    ("entered_at", PrimitiveType::Timestamptz, true),
+    ("event_at", PrimitiveType::Timestamptz, true),
+];
+
+/// The exception table's identifier.
+pub fn exceptions_ident(plan: &Plan) -> TableIdent {
+    TableIdent::new(
+        NamespaceIdent::new(plan.exceptions.namespace.clone()),
+        plan.exceptions.name.clone(),
+    )
+}
+
+fn schema() -> iceberg::Result<Schema> {
+    let fields = COLUMNS
+        .iter()
+        .zip(1..)
+        .map(|((name, kind, required), id)| {
+            let field = if *required {
+                NestedField::required(id, *name, Type::Primitive(kind.clone()))
+            } else {
+                NestedField::optional(id, *name, Type::Primitive(kind.clone()))
+            };
+            Arc::new(field)
+        })
+        .collect::<Vec<_>>();
+    Schema::builder().with_fields(fields).build()
+}
+
+fn creation(plan: &Plan) -> iceberg::Result<TableCreation> {
+    let schema = schema()?;
+    let spec = UnboundPartitionSpec::builder()
+        .add_partition_field(2, "contributor", Transform::Identity)?
+        .build();
+    Ok(TableCreation::builder()
+        .name(plan.exceptions.name.clone())
+        .schema(schema)
+        .partition_spec(spec)
+        .properties(owned_table_properties())
+        .build())
+}
+
+/// Loads the exception table, creating it on first use.
+pub async fn load_or_create_exceptions(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
+    let ident = exceptions_ident(plan);
+    load_or_create_table(catalog, &ident, &|| creation(plan), "exceptions.table").await
+}
+
+/// Appends `events` in one snapshot for `run_key`, unless that run's events are already there.
+pub async fn append_events(
+    catalog: &Arc<dyn Catalog>,
+    plan: &Plan,
+    events: &[ExceptionEvent],
+    run_key: &str,
+    run_id: &str,
+) -> Result<Committed> {
+    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
+    let batch = to_batch(&table, events)?;
+    let data_files = write_silver_files(&table, &[batch], run_id).await?;
+    let append = RunAppend {
+        run_key,
+        properties: HashMap::from([
+            (RUN_KEY_PROPERTY.to_string(), run_key.to_string()),
+            ("silverline.run-id".to_string(), run_id.to_string()),
+            ("silverline.events".to_string(), events.len().to_string()),
+        ]),
+        attempts: plan.commit_attempts,
+    };
+    append_for_run(catalog, table.identifier(), data_files, &append).await
+}
+
+/// Whether the events of `run_key` are in the table.
+pub fn has_run(table: &Table, run_key: &str) -> bool {
+    crate::pipeline::claim::committed_snapshot(table, run_key).is_some()
+}
+
+/// Every event of the table, or of one contributor, in no particular order.
+pub async fn read_events(table: &Table, contributor: Option<&str>) -> Result<Vec<ExceptionEvent>> {
+    if table.metadata().current_snapshot().is_none() {
+        return Ok(Vec::new());
+    }
+    let target = table.identifier().to_string();
+    let mut scan = table.scan();
+    if let Some(contributor) = contributor {
+        scan = scan.with_filter(Reference::new("contributor").equal_to(Datum::string(contributor)));
+    }
+    let batches: Vec<RecordBatch> = scan
+        .build()
+        .map_err(Error::catalog("scan", &target))?
+        .to_arrow()
+        .await
+        .map_err(Error::catalog("scan", &target))?
+        .try_collect()
+        .await
+        .map_err(Error::catalog("scan", &target))?;
+    let mut events = Vec::new();
+    for batch in &batches {
+        events.extend(from_batch(batch)?);
+    }
+    Ok(events)
+}
+
+fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
+    let target = table.identifier().to_string();
+    let schema: SchemaRef = Arc::new(
+        schema_to_arrow_schema(table.metadata().current_schema())
+            .map_err(Error::catalog("write", &target))?,
+    );
+    let text = |f: fn(&ExceptionEvent) -> Option<&str>| -> ArrayRef {
+        Arc::new(events.iter().map(f).collect::<StringArray>())
+    };
+    let time = |f: fn(&ExceptionEvent) -> DateTime<Utc>| -> ArrayRef {
+        Arc::new(TimestampMicrosecondArray::from_iter_values(
+            events.iter().map(|e| f(e).timestamp_micros()),
+        ))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        text(|e| Some(&e.exception_id)),
+        text(|e| Some(&e.contributor)),
+        text(|e| Some(&e.drop_id)),
+        text(|e| Some(&e.run_id)),
+        text(|e| Some(e.status.as_str())),
+        text(|e| Some(&e.rule)),
+        text(|e| Some(&e.rules)),
+        text(|e| Some(&e.severity)),
+        text(|e| Some(&e.reasons)),
+        text(|e| e.record_key.as_deref()),
+        text(|e| e.source_file.as_deref()),
+        Arc::new(events.iter().map(|e| e.source_line).collect::<Int64Array>()),
+        text(|e| e.dq_file.as_deref()),
+        time(|e| e.entered_at),
+        time(|e| e.event_at),
+    ];
+    let columns = columns
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| cast(column, field.data_type()))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Error::arrow("exceptions"))?;
+    RecordBatch::try_new(schema, columns).map_err(Error::arrow("exceptions"))
+}
+
+/// A column of a scanned batch, brought to `kind`.
+fn column_as(batch: &RecordBatch, name: &str, kind: &DataType) -> Result<ArrayRef> {
+    let column = batch
+        .column_by_name(name)
+        .ok_or_else(|| Error::Internal(format!("exceptions: column {name} is missing")))?;
+    cast(column, kind).map_err(Error::arrow("exceptions"))
+}
+
+fn from_batch(batch: &RecordBatch) -> Result<Vec<ExceptionEvent>> {
+    let text_columns: Vec<ArrayRef> = COLUMNS
+        .iter()
+        .map(|(name, _, _)| column_as(batch, name, &DataType::Utf8))
+        .collect::<Result<_>>()?;
+    let text = |i: usize, row: usize| -> Option<String> {
+        let column = text_columns[i].as_string::<i32>();
+        column.is_valid(row).then(|| column.value(row).to_string())
+    };
+    let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
+    let entered = column_as(batch, "entered_at", &micros)?;
+    let event = column_as(batch, "event_at", &micros)?;
+    let line = column_as(batch, "source_line", &DataType::Int64)?;
+    let (entered, event) = (
+        entered.as_primitive::<TimestampMicrosecondType>(),
+        event.as_primitive::<TimestampMicrosecondType>(),
+    );
+    let line = line.as_primitive::<Int64Type>();
+    let time = |micros: i64| DateTime::from_timestamp_micros(micros).unwrap_or_default();
+    (0..batch.num_rows())
+        .map(|row| {
+            let status = text(4, row).unwrap_or_default();
+            Ok(ExceptionEvent {
+                exception_id: text(0, row).unwrap_or_default(),
+                contributor: text(1, row).unwrap_or_default(),
+                drop_id: text(2, row).unwrap_or_default(),
+                run_id: text(3, row).unwrap_or_default(),
+                status: ExceptionStatus::parse(&status).ok_or_else(|| {
+                    Error::Internal(format!("exceptions: unknown status '{status}'"))
+                })?,
+                rule: text(5, row).unwrap_or_default(),
+                rules: text(6, row).unwrap_or_default(),
+                severity: text(7, row).unwrap_or_default(),
+                reasons: text(8, row).unwrap_or_default(),
+                record_key: text(9, row),
+                source_file: text(10, row),
+                source_line: line.is_valid(row).then(|| line.value(row)),
+                dq_file: text(12, row),
+                entered_at: time(entered.value(row)),
+                event_at: time(event.value(row)),
+            })
+        })
+        .collect()
+}
