@@ -26,6 +26,7 @@ pub mod infra;
 pub mod lineage;
 pub mod pipeline;
 pub mod progress;
+pub mod replay;
 pub mod report;
 pub mod telemetry;
 pub mod transient;

@@ -61,3 +61,13 @@ async fn resubmissions_and_foreign_rows_are_set_aside() {
 async fn a_crash_anywhere_then_a_rerun_gives_the_same_result() {
     suite::crash_anywhere_then_rerun_gives_the_same_result(&workspace().await.ws).await;
 }
+
+#[tokio::test]
+async fn reference_lag_is_replayed_into_silver_once() {
+    suite::reference_lag_is_replayed_into_silver_once(&workspace().await.ws).await;
+}
+
+#[tokio::test]
+async fn corrected_quarantine_rows_are_replayed() {
+    suite::corrected_quarantine_rows_are_replayed(&workspace().await.ws).await;
+}

@@ -419,3 +419,15 @@ async fn stack_catalog_faults_are_retried_and_when_they_never_clear_exit_3() {
     assert_eq!(silver_count(&tw.ws).await, 5);
     assert_eq!(snapshot_count(&tw.ws).await, 1);
 }
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_reference_lag_is_replayed_into_silver_once() {
+    suite::reference_lag_is_replayed_into_silver_once(&stack_workspace().await.ws).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_corrected_quarantine_rows_are_replayed() {
+    suite::corrected_quarantine_rows_are_replayed(&stack_workspace().await.ws).await;
+}

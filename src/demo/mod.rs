@@ -166,6 +166,11 @@ impl Workspace {
             .await
     }
 
+    /// Writes a file under dq_error (a corrected file, say), relative to its root.
+    pub async fn put_output(&self, relative: &str, bytes: Vec<u8>) -> Result<()> {
+        self.dq_error.put(relative, bytes).await
+    }
+
     /// Reads a file the runs wrote under dq_error, by its URL (as summaries name them).
     pub async fn read_output(&self, url: &str) -> Result<Vec<u8>> {
         let relative = self

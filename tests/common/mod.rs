@@ -122,6 +122,21 @@ pub async fn snapshot_count(ws: &Workspace) -> usize {
     silver_table(ws).await.metadata().snapshots().len()
 }
 
+/// Every event of the exception store.
+pub async fn exception_events(ws: &Workspace) -> Vec<silverline::exceptions::ExceptionEvent> {
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
+    let table =
+        silverline::exceptions::store::load_or_create_exceptions(catalog.as_ref(), &ws.plan)
+            .await
+            .unwrap();
+    silverline::exceptions::store::read_events(&table, None)
+        .await
+        .unwrap()
+}
+
 /// Number of snapshots of Silver, 0 when no run has created the table yet.
 pub async fn snapshots_if_created(ws: &Workspace) -> usize {
     let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())

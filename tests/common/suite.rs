@@ -11,9 +11,13 @@ use silverline::pipeline::summary::RunStatus;
 use silverline::pipeline::{CrashPoint, RunOptions, TestHooks};
 use silverline::{Error, ErrorClass};
 
+use silverline::exceptions::ExceptionStatus;
+use silverline::exceptions::backlog::states;
+use silverline::replay::{ReplayOptions, corrections_folder, replay};
+
 use super::{
-    dq_records, error_rules, silver_accounts, silver_batches, silver_count, silver_table,
-    snapshot_count,
+    dq_records, error_rules, exception_events, silver_accounts, silver_batches, silver_count,
+    silver_table, snapshot_count,
 };
 
 fn month(y: i32, m: u32) -> NaiveDate {
@@ -526,5 +530,145 @@ pub async fn crash_anywhere_then_rerun_gives_the_same_result(ws: &Workspace) {
         assert_eq!(summary["counts"]["received"], 152, "{point:?}");
         assert_eq!(summary["counts"]["committed"], 150, "{point:?}");
         assert_eq!(summary["counts"]["quarantined"], 2, "{point:?}");
+        let events = exception_events(ws)
+            .await
+            .into_iter()
+            .filter(|e| e.contributor == contributor)
+            .count();
+        assert_eq!(events, 2, "{point:?}: each exception recorded once");
     }
+}
+
+/// Current status of every exception of `contributor`: id -> status.
+async fn statuses_of(
+    ws: &Workspace,
+    contributor: &str,
+) -> std::collections::BTreeMap<String, ExceptionStatus> {
+    let events = exception_events(ws).await;
+    states(&events)
+        .into_iter()
+        .filter(|s| s.latest.contributor == contributor)
+        .map(|s| (s.latest.exception_id.clone(), s.latest.status))
+        .collect()
+}
+
+/// Reference lag end to end: rows whose holder is missing are pending; a
+/// replay before the reference catches up changes no status and makes no
+/// twin; once the holders arrive a replay commits them to Silver exactly once
+/// and resolves their exceptions; a second replay does nothing.
+pub async fn reference_lag_is_replayed_into_silver_once(ws: &Workspace) {
+    let rows = Portfolio::new("LATE_R", 30, false, 21).statements(month(2026, 3), false);
+    let late: Vec<&str> = rows.iter().take(4).map(|r| r.holder.as_str()).collect();
+    let pending = rows
+        .iter()
+        .filter(|r| late.contains(&r.holder.as_str()))
+        .count() as u64;
+    ws.put_drop_holding_back("LATE_R", "2026-03", &rows, &late)
+        .await
+        .unwrap();
+    let first = ws
+        .run_drop("LATE_R", "2026-03", &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(first.summary.counts.pending, pending);
+    assert_eq!(first.summary.backlog.as_ref().unwrap().pending, pending);
+    let opened = statuses_of(ws, "LATE_R").await;
+    assert_eq!(opened.len() as u64, pending);
+    assert!(opened.values().all(|s| *s == ExceptionStatus::Pending));
+
+    let early = replay(&ws.plan, "LATE_R", &ReplayOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(early.replayed as u64, pending);
+    let early = early.run.unwrap().summary;
+    assert_eq!((early.counts.committed, early.counts.pending), (0, pending));
+    assert_eq!(
+        statuses_of(ws, "LATE_R").await,
+        opened,
+        "same ids, still pending"
+    );
+
+    ws.register_holders("late", late.iter().copied())
+        .await
+        .unwrap();
+    let caught_up = replay(&ws.plan, "LATE_R", &ReplayOptions::default())
+        .await
+        .unwrap();
+    let summary = caught_up.run.unwrap().summary;
+    assert_eq!(summary.counts.received, pending);
+    assert_eq!(summary.counts.committed, pending);
+    assert_eq!(summary.backlog.as_ref().unwrap().open, 0);
+    assert_eq!(silver_rows_of(ws, "LATE_R").await, rows.len());
+    let resolved = statuses_of(ws, "LATE_R").await;
+    assert_eq!(
+        resolved.keys().collect::<Vec<_>>(),
+        opened.keys().collect::<Vec<_>>()
+    );
+    assert!(resolved.values().all(|s| *s == ExceptionStatus::Resolved));
+    let resolved_events = exception_events(ws)
+        .await
+        .iter()
+        .filter(|e| e.status == ExceptionStatus::Resolved)
+        .count() as u64;
+    assert_eq!(resolved_events, pending, "nothing resolved twice");
+
+    let snapshots = snapshot_count(ws).await;
+    let again = replay(&ws.plan, "LATE_R", &ReplayOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(again.replayed, 0);
+    assert!(again.run.is_none());
+    assert_eq!(snapshot_count(ws).await, snapshots);
+    assert_eq!(silver_rows_of(ws, "LATE_R").await, rows.len());
+}
+
+/// A quarantined row corrected by a person (the quarantine file's row, fixed,
+/// under the corrections folder) is replayed with --include-quarantined: it
+/// reaches Silver and its exception is resolved; the rows not corrected stay
+/// quarantined; replaying the same correction again resolves nothing twice.
+pub async fn corrected_quarantine_rows_are_replayed(ws: &Workspace) {
+    let mut rows = Portfolio::new("FIX_Q", 12, false, 8).statements(month(2026, 4), false);
+    rows[0].balance = -500;
+    rows[1].balance = -700;
+    ws.put_drop("FIX_Q", "2026-04", &rows).await.unwrap();
+    let first = ws
+        .run_drop("FIX_Q", "2026-04", &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(first.summary.counts.quarantined, 2);
+    let url = &first.summary.outputs["quarantine"];
+    let text = String::from_utf8(ws.read_output(url).await.unwrap()).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let fixed_row = lines
+        .find(|l| l.contains(&rows[0].account))
+        .unwrap()
+        .replace("-5.00", "5.00");
+    let folder = corrections_folder("FIX_Q");
+    let relative = format!("{folder}/fix-1.csv");
+    let corrected = format!("{header}\n{fixed_row}\n");
+    ws.put_output(&relative, corrected.into_bytes())
+        .await
+        .unwrap();
+
+    let options = ReplayOptions {
+        include_quarantined: true,
+        ..ReplayOptions::default()
+    };
+    let outcome = replay(&ws.plan, "FIX_Q", &options).await.unwrap();
+    assert_eq!(outcome.replayed, 1);
+    assert_eq!(outcome.run.unwrap().summary.counts.committed, 1);
+    assert_eq!(silver_rows_of(ws, "FIX_Q").await, 11);
+    let statuses = statuses_of(ws, "FIX_Q").await;
+    let mut counts = std::collections::BTreeMap::new();
+    for status in statuses.values() {
+        *counts.entry(*status).or_insert(0) += 1;
+    }
+    assert_eq!(counts[&ExceptionStatus::Resolved], 1);
+    assert_eq!(counts[&ExceptionStatus::Quarantined], 1);
+
+    let again = replay(&ws.plan, "FIX_Q", &options).await.unwrap();
+    assert_eq!(again.replayed, 0);
+    assert_eq!(again.skipped.len(), 1, "{:?}", again.skipped);
+    assert_eq!(silver_rows_of(ws, "FIX_Q").await, 11);
 }

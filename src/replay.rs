@@ -1,0 +1,269 @@
+//! Replay: a contributor's open exceptions, run again through the same
+//! baseline and rules as a normal run.
+//!
+//! Pending rows (reference data caught up) are taken from the dq_error file
+//! their latest event names; with `--include-quarantined`, quarantined rows
+//! are taken from corrected files a person dropped under
+//! `<dq_error>/corrections/contributor=<id>/` (any `.csv` in the dq_error
+//! shape: the contract's columns and `_exception_id`). The rows become a replay
+//! drop in bronze (`<contributor>/replay-<hash>/replay.csv` plus a manifest
+//! naming each line's exception), which runs like any drop: rows that now pass
+//! are committed to Silver in one transaction and their exceptions resolved;
+//! the rest stay where they were, with fresh reasons and the same ids.
+//!
+//! Only open exceptions are replayed, so nothing is resolved twice. The drop
+//! id hashes the rows and the run that last judged each one: replaying again
+//! after a crash resumes the same run, and a replay with nothing open does
+//! nothing.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sha2::{Digest, Sha256};
+
+use crate::config::Plan;
+use crate::error::{Error, Result};
+use crate::exceptions::backlog::states;
+use crate::exceptions::record::{CarriedException, REPLAY_MANIFEST, manifest_csv};
+use crate::exceptions::store::{load_or_create_exceptions, read_events};
+use crate::exceptions::{ExceptionEvent, ExceptionStatus};
+use crate::infra::catalog::connect;
+use crate::infra::storage::{Location, Stores};
+use crate::pipeline::claim::DropRef;
+use crate::pipeline::{RunOptions, RunOutcome, run};
+use crate::transient::EXCEPTION_ID;
+
+/// The data file of a replay drop.
+pub const REPLAY_FILE: &str = "replay.csv";
+
+/// What to replay.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    /// Also replay quarantined exceptions that have a corrected row.
+    pub include_quarantined: bool,
+    /// How to run the replay drop.
+    pub run: RunOptions,
+}
+
+/// What a replay did.
+#[derive(Debug)]
+pub struct ReplayOutcome {
+    /// Exceptions run again.
+    pub replayed: usize,
+    /// Corrected rows not replayed, with why (not open, unknown id).
+    pub skipped: Vec<String>,
+    /// The replay drop's run, when there was something to replay.
+    pub run: Option<RunOutcome>,
+}
+
+/// A row to replay: the exception it is and its values by column.
+struct ReplayRow<'a> {
+    exception: &'a ExceptionEvent,
+    values: HashMap<String, String>,
+}
+
+/// The folder of a contributor's corrected rows, under the dq_error root.
+pub fn corrections_folder(contributor: &str) -> String {
+    format!("corrections/contributor={contributor}")
+}
+
+/// Replays `contributor`'s open exceptions.
+pub async fn replay(
+    plan: &Plan,
+    contributor: &str,
+    options: &ReplayOptions,
+) -> Result<ReplayOutcome> {
+    DropRef::new(contributor, "replay")?;
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
+    let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
+    let catalog = connect(&plan.catalog, &stores).await?;
+    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
+    let events = read_events(&table, Some(contributor)).await?;
+    let open: BTreeMap<&str, &ExceptionEvent> = states(&events)
+        .into_iter()
+        .filter(|s| s.is_open())
+        .map(|s| (s.latest.exception_id.as_str(), s.latest))
+        .collect();
+    let mut rows = pending_rows(plan, &dq_error, &open).await?;
+    let mut skipped = Vec::new();
+    if options.include_quarantined {
+        let (corrected, not_open) = corrected_rows(&dq_error, contributor, &open).await?;
+        rows.extend(corrected);
+        skipped = not_open;
+    }
+    if rows.is_empty() {
+        return Ok(ReplayOutcome {
+            replayed: 0,
+            skipped,
+            run: None,
+        });
+    }
+    let drop = put_replay_drop(plan, &bronze, contributor, &rows).await?;
+    tracing::info!(drop_id = %drop.drop_id, rows = rows.len(), "replaying");
+    let mut run_options = options.run.clone();
+    run_options.replay = true;
+    let outcome = run(plan, &drop, &run_options).await?;
+    Ok(ReplayOutcome {
+        replayed: rows.len(),
+        skipped,
+        run: Some(outcome),
+    })
+}
+
+/// The open pending exceptions' rows, from the dq_error files their latest events name.
+async fn pending_rows<'a>(
+    plan: &Plan,
+    dq_error: &Location,
+    open: &BTreeMap<&str, &'a ExceptionEvent>,
+) -> Result<Vec<ReplayRow<'a>>> {
+    let mut by_file: BTreeMap<&str, Vec<&'a ExceptionEvent>> = BTreeMap::new();
+    for event in open.values() {
+        if let (ExceptionStatus::Pending, Some(file)) = (event.status, &event.dq_file) {
+            by_file.entry(file).or_default().push(event);
+        }
+    }
+    if !by_file.is_empty() && plan.mask_sensitive {
+        return Err(Error::Usage {
+            arg: "quarantine.mask_sensitive".to_string(),
+            reason: "pending rows are replayed from their dq_error files, which mask sensitive columns: put the rows, unmasked, under the corrections folder and replay with --include-quarantined".to_string(),
+        });
+    }
+    let mut rows = Vec::new();
+    for (file, exceptions) in by_file {
+        let mut values = read_rows(dq_error, file).await?;
+        for exception in exceptions {
+            match values.remove(&exception.exception_id) {
+                Some(values) => rows.push(ReplayRow { exception, values }),
+                None => {
+                    return Err(Error::Internal(format!(
+                        "exception {} is not in {}",
+                        exception.exception_id,
+                        dq_error.url_of(file)
+                    )));
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Corrected rows of open quarantined exceptions, and what was skipped.
+async fn corrected_rows<'a>(
+    dq_error: &Location,
+    contributor: &str,
+    open: &BTreeMap<&str, &'a ExceptionEvent>,
+) -> Result<(Vec<ReplayRow<'a>>, Vec<String>)> {
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    for object in dq_error.list(&corrections_folder(contributor)).await? {
+        if !object.relative.to_ascii_lowercase().ends_with(".csv") {
+            continue;
+        }
+        for (id, values) in read_rows(dq_error, &object.relative).await? {
+            match open.get(id.as_str()) {
+                Some(exception) if exception.status == ExceptionStatus::Quarantined => {
+                    rows.push(ReplayRow { exception, values })
+                }
+                _ => skipped.push(format!(
+                    "{}: exception {id} is not quarantined (resolved, pending or unknown)",
+                    dq_error.url_of(&object.relative)
+                )),
+            }
+        }
+    }
+    Ok((rows, skipped))
+}
+
+/// The rows of a dq_error-shaped CSV file by `_exception_id`.
+async fn read_rows(
+    dq_error: &Location,
+    file: &str,
+) -> Result<HashMap<String, HashMap<String, String>>> {
+    let bytes = dq_error.get(file).await?;
+    let url = dq_error.url_of(file);
+    let mut rows = HashMap::new();
+    for (index, row) in csv::Reader::from_reader(bytes.as_ref())
+        .deserialize::<HashMap<String, String>>()
+        .enumerate()
+    {
+        let row = row.map_err(|e| Error::BadDrop {
+            location: format!("{url}:{}", index + 2),
+            reason: e.to_string(),
+        })?;
+        let id = row
+            .get(EXCEPTION_ID)
+            .filter(|id| !id.is_empty())
+            .cloned()
+            .ok_or_else(|| Error::BadDrop {
+                location: format!("{url}:{}", index + 2),
+                reason: format!("the row has no {EXCEPTION_ID}"),
+            })?;
+        rows.insert(id, row);
+    }
+    Ok(rows)
+}
+
+/// Writes the replay drop (data file and manifest) and returns it.
+async fn put_replay_drop(
+    plan: &Plan,
+    bronze: &Location,
+    contributor: &str,
+    rows: &[ReplayRow<'_>],
+) -> Result<DropRef> {
+    let (data, carried) = replay_file(plan, rows)?;
+    let mut hash = Sha256::new();
+    hash.update(&data);
+    for row in rows {
+        hash.update(row.exception.run_id.as_bytes());
+    }
+    let drop = DropRef::new(
+        contributor,
+        &format!("replay-{}", &hex::encode(hash.finalize())[..16]),
+    )?;
+    bronze
+        .put(
+            &format!("{}/{REPLAY_MANIFEST}", drop.prefix()),
+            manifest_csv(&carried)?,
+        )
+        .await?;
+    bronze
+        .put(&format!("{}/{REPLAY_FILE}", drop.prefix()), data)
+        .await?;
+    Ok(drop)
+}
+
+/// The replay CSV (the contract's columns, rows in exception-id order) and the
+/// exception behind each of its lines.
+fn replay_file(plan: &Plan, rows: &[ReplayRow<'_>]) -> Result<(Vec<u8>, Vec<CarriedException>)> {
+    let columns: Vec<&str> = plan.contract.column_names().collect();
+    let mut ordered: Vec<&ReplayRow<'_>> = rows.iter().collect();
+    ordered.sort_by(|a, b| a.exception.exception_id.cmp(&b.exception.exception_id));
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let failed = |e: csv::Error| Error::Internal(format!("cannot write the replay file: {e}"));
+    writer.write_record(&columns).map_err(failed)?;
+    let mut carried = Vec::with_capacity(ordered.len());
+    let (mut line, mut counted) = (1u64, 0usize);
+    for row in ordered {
+        writer.flush().map_err(|e| failed(e.into()))?;
+        let written = writer.get_ref();
+        line += written[counted..].iter().filter(|b| **b == b'\n').count() as u64;
+        counted = written.len();
+        let record: Vec<&str> = columns
+            .iter()
+            .map(|c| row.values.get(*c).map_or("", String::as_str))
+            .collect();
+        writer.write_record(&record).map_err(failed)?;
+        carried.push(CarriedException {
+            file: REPLAY_FILE.to_string(),
+            line,
+            exception_id: row.exception.exception_id.clone(),
+            drop_id: row.exception.drop_id.clone(),
+            rule: row.exception.rule.clone(),
+            entered_at: row.exception.entered_at,
+        });
+    }
+    let data = writer
+        .into_inner()
+        .map_err(|e| Error::Internal(format!("cannot write the replay file: {e}")))?;
+    Ok((data, carried))
+}
