@@ -9,6 +9,9 @@ use crate::error::Result;
 use crate::pipeline::claim::DropRef;
 use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, run as run_drop};
+use crate::replay::{ReplayOptions, ReplayOutcome, replay};
+use crate::report::gather::{Gather, gather};
+use crate::report::text::backlog_text;
 use crate::telemetry::LogFormat;
 
 /// silverline: judge a contributor's drop against the rules and its own history, then commit it to Silver.
@@ -62,6 +65,33 @@ pub enum Command {
         /// Last drop id (inclusive).
         #[arg(long)]
         to: String,
+    },
+    /// Run a contributor's open exceptions again: pending rows (reference data caught up)
+    /// and, with --include-quarantined, corrected rows put under
+    /// <dq_error>/corrections/contributor=<id>/. Rows that now pass are committed.
+    Replay {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Contributor id.
+        #[arg(long)]
+        contributor: String,
+        /// Also replay quarantined exceptions that have a corrected row.
+        #[arg(long)]
+        include_quarantined: bool,
+    },
+    /// Print the exception backlog: open exceptions by contributor and rule, their age,
+    /// entries and exits in the last 7 and 30 days, stale ones.
+    Backlog {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Only this contributor.
+        #[arg(long)]
+        contributor: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Validate the configuration and its rules without reading data.
     CheckConfig {
@@ -123,6 +153,47 @@ pub async fn run(cli: Cli) -> Result<u8> {
                 RunStatus::CommittedConcurrently => EXIT_COMMITTED_CONCURRENTLY,
                 _ => 0,
             })
+        }
+        Command::Replay {
+            config,
+            contributor,
+            include_quarantined,
+        } => {
+            let plan = load_plan(&config)?;
+            let options = ReplayOptions {
+                include_quarantined,
+                run: RunOptions {
+                    progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                    ..RunOptions::default()
+                },
+            };
+            let outcome = replay(&plan, &contributor, &options).await?;
+            print_replay(&contributor, &outcome);
+            Ok(0)
+        }
+        Command::Backlog {
+            config,
+            contributor,
+            json,
+        } => {
+            let plan = load_plan(&config)?;
+            let what = Gather {
+                now: chrono::Utc::now(),
+                with_runs: false,
+                contributor,
+            };
+            let data = gather(&plan, what).await?;
+            if json {
+                let text =
+                    serde_json::to_string_pretty(&data).map_err(|source| crate::Error::Encode {
+                        what: "backlog",
+                        source,
+                    })?;
+                println!("{text}");
+            } else {
+                print!("{}", backlog_text(&data));
+            }
+            Ok(0)
         }
         Command::Backfill {
             config,
@@ -246,6 +317,37 @@ fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Optio
         ),
     }
     if let Some(url) = summary_url {
+        println!("summary: {url}");
+    }
+}
+
+/// What a replay did, for a person.
+fn print_replay(contributor: &str, outcome: &ReplayOutcome) {
+    for skipped in &outcome.skipped {
+        println!("skipped {skipped}");
+    }
+    let Some(run) = &outcome.run else {
+        println!("nothing to replay for {contributor}: no open exception has its row at hand");
+        return;
+    };
+    if run.summary.status == RunStatus::AlreadyCommitted {
+        println!(
+            "replay drop {} of {contributor} was already committed: nothing changed",
+            run.summary.drop_id
+        );
+        return;
+    }
+    let counts = &run.summary.counts;
+    println!(
+        "replayed {} exception(s) of {contributor} as drop {}: {} resolved (committed to Silver), {} still pending, {} still quarantined, {} dropped",
+        outcome.replayed,
+        run.summary.drop_id,
+        counts.committed,
+        counts.pending,
+        counts.quarantined,
+        counts.dropped
+    );
+    if let Some(url) = &run.summary_url {
         println!("summary: {url}");
     }
 }

@@ -533,3 +533,55 @@ fn a_failing_cast_of_a_sensitive_column_names_the_rule_but_not_the_value() {
         }
     }
 }
+
+#[test]
+fn backlog_and_replay_work_the_pending_rows_of_a_reference_lag() {
+    let (tmp, config) = project(|t| t);
+    let rows = Portfolio::new("BANK_L", 20, false, 4).statements(month(2026, 1), false);
+    put_drop(tmp.path(), "BANK_L", "2026-01", &rows);
+    let late = &rows[0].holder;
+    let pending = rows.iter().filter(|r| &r.holder == late).count();
+    let holders = tmp.path().join("data/reference/holders/BANK_L-2026-01.csv");
+    let all = std::fs::read_to_string(&holders).unwrap();
+    let without: String = all
+        .lines()
+        .filter(|l| !l.starts_with(late.as_str()))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&holders, without).unwrap();
+    let config = config.to_str().unwrap();
+    silverline(&run_args(config, "BANK_L", "2026-01")).success();
+
+    let backlog = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["backlog", "--config", config, "--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&output(&silverline(&all).success())).unwrap()
+    };
+    let before = backlog(&[]);
+    assert_eq!(before["overall"]["backlog"]["pending"], pending);
+    assert_eq!(before["contributors"][0]["name"], "BANK_L");
+    assert_eq!(
+        before["contributors"][0]["open_by_rule"][0]["rule"],
+        "holder_exists"
+    );
+    let text = output(&silverline(&["backlog", "--config", config]).success());
+    assert!(
+        text.contains("BANK_L") && text.contains("holder_exists"),
+        "{text}"
+    );
+
+    std::fs::write(&holders, all).unwrap();
+    let replayed =
+        output(&silverline(&["replay", "--config", config, "--contributor", "BANK_L"]).success());
+    assert!(
+        replayed.contains(&format!("replayed {pending} exception(s)"))
+            && replayed.contains(&format!("{pending} resolved")),
+        "{replayed}"
+    );
+    let after = backlog(&["--contributor", "BANK_L"]);
+    assert_eq!(after["overall"]["backlog"]["open"], 0);
+    assert_eq!(after["overall"]["backlog"]["exited_7d"], pending);
+    let again =
+        output(&silverline(&["replay", "--config", config, "--contributor", "BANK_L"]).success());
+    assert!(again.contains("nothing to replay"), "{again}");
+}

@@ -150,3 +150,131 @@ pub fn weekly_flow(states: &[ExceptionState<'_>], now: DateTime<Utc>, weeks: u32
 fn monday_of(day: NaiveDate) -> NaiveDate {
     day - Duration::days(i64::from(day.weekday().num_days_from_monday()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exceptions::ExceptionStatus::{self, Ignored, Pending, Quarantined, Resolved};
+
+    fn at(day: u32) -> DateTime<Utc> {
+        // 2026-11-01 (a Sunday) is day 1.
+        chrono::NaiveDate::from_ymd_opt(2026, 11, day)
+            .and_then(|d| d.and_hms_opt(12, 0, 0))
+            .map(|t| t.and_utc())
+            .unwrap_or_default()
+    }
+
+    fn event(
+        id: &str,
+        rule: &str,
+        status: ExceptionStatus,
+        entered: u32,
+        day: u32,
+    ) -> ExceptionEvent {
+        ExceptionEvent {
+            exception_id: id.to_string(),
+            contributor: "BANK_A".to_string(),
+            drop_id: "2026-10".to_string(),
+            run_id: format!("run-{day}"),
+            status,
+            rule: rule.to_string(),
+            rules: rule.to_string(),
+            severity: "critical".to_string(),
+            reasons: "[]".to_string(),
+            record_key: None,
+            source_file: None,
+            source_line: None,
+            dq_file: None,
+            entered_at: at(entered),
+            event_at: at(day),
+        }
+    }
+
+    /// Seven exceptions, judged on 2026-11-30 at noon:
+    /// a: quarantined day 1, still open (29 days old);
+    /// b: pending day 2, resolved day 25 (left within 7 days);
+    /// c: quarantined day 26, open (4 days);
+    /// d: pending day 10, re-judged pending day 20 (still open, 20 days);
+    /// e: dropped day 28 (ignored from the start: neither enters nor leaves);
+    /// f: quarantined day 5, ignored by a person day 12 (left within 30 days, not 7);
+    /// g: pending 2026-10-01 (60 days, stale at 30).
+    fn crafted() -> Vec<ExceptionEvent> {
+        let mut g = event("g", "holder_exists", Pending, 1, 1);
+        g.entered_at = at(1) - Duration::days(31);
+        g.event_at = g.entered_at;
+        vec![
+            event("a", "limit_stable", Quarantined, 1, 1),
+            event("b", "holder_exists", Pending, 2, 2),
+            event("b", "holder_exists", Resolved, 2, 25),
+            event("c", "limit_stable", Quarantined, 26, 26),
+            event("d", "holder_exists", Pending, 10, 10),
+            event("d", "holder_exists", Pending, 10, 20),
+            event("e", "temp_limit_zero", Ignored, 28, 28),
+            event("f", "amounts", Quarantined, 5, 5),
+            event("f", "amounts", Ignored, 5, 12),
+            g,
+        ]
+    }
+
+    #[test]
+    fn figures_match_hand_computed_values() {
+        let events = crafted();
+        let figures = figures(&states(&events), at(30), 30);
+        assert_eq!(
+            figures,
+            BacklogFigures {
+                open: 4,        // a, c, d, g
+                pending: 2,     // d, g
+                quarantined: 2, // a, c
+                stale: 1,       // g (60 days > 30); a is 29 days
+                oldest_age_days: Some(60),
+                entered_7d: 1,  // c (day 26); e never entered
+                exited_7d: 1,   // b (day 25)
+                entered_30d: 5, // a, b, c, d, f (g entered 60 days ago)
+                exited_30d: 2,  // b, f
+            }
+        );
+    }
+
+    #[test]
+    fn open_exceptions_are_bucketed_by_rule_and_age() {
+        let events = crafted();
+        let rows = open_by_rule(&states(&events), at(30));
+        assert_eq!(
+            rows,
+            vec![
+                RuleBacklog {
+                    rule: "holder_exists".to_string(),
+                    by_age: [0, 1, 1, 0], // d: 20 days; g: 60 days
+                    total: 2,
+                },
+                RuleBacklog {
+                    rule: "limit_stable".to_string(),
+                    by_age: [1, 1, 0, 0], // c: 4 days; a: 29 days
+                    total: 2,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn weekly_flow_counts_entries_and_exits_in_their_weeks() {
+        let events = crafted();
+        let flow = weekly_flow(&states(&events), at(30), 6); // Monday 30 Nov is the 6th week
+        let weeks: Vec<(&str, u64, u64)> = flow
+            .iter()
+            .map(|w| (w.week.as_str(), w.entered, w.exited))
+            .collect();
+        assert_eq!(
+            weeks,
+            vec![
+                ("2026-10-26", 1, 0), // a (Sun 1 Nov)
+                ("2026-11-02", 2, 0), // b (2), f (5)
+                ("2026-11-09", 1, 1), // d (10); f ignored (12)
+                ("2026-11-16", 0, 0),
+                ("2026-11-23", 1, 1), // c (26); b resolved (25)
+                ("2026-11-30", 0, 0),
+            ]
+        );
+    }
+}
