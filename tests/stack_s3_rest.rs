@@ -68,14 +68,16 @@ async fn stack_malformed_records_are_quarantined() {
 }
 
 /// pyiceberg opens our table through the REST catalog and sees the contract,
-/// the row count and the values we wrote.
+/// the row count and the values we wrote; it reads the exception store too.
 #[tokio::test]
 #[ignore = "needs the local stack: bash localstack/test.sh"]
 async fn stack_pyiceberg_reads_what_we_wrote() {
     let tw = stack_workspace().await;
     let ws = &tw.ws;
     let mut bank = suite::bank_with_history(ws, 30).await;
-    let rows = bank.statements(month(2026, 1), false);
+    let mut rows = bank.statements(month(2026, 1), false);
+    rows[28].balance = -100;
+    rows[29].balance = -100;
     ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
     ws.run_drop("BANK_T", "2026-01", &RunOptions::default())
         .await
@@ -93,7 +95,9 @@ catalog = load_catalog("t", type="rest", uri=e["SILVERLINE_REST_URI"], warehouse
     "s3.region": "us-east-1", "s3.path-style-access": "true"})
 table = catalog.load_table((sys.argv[1], sys.argv[2]))
 data = table.scan(row_filter="account_id == 'BANK_T-000007' and statement_date == '2026-01-31'").to_arrow()
+exceptions = catalog.load_table((sys.argv[1], sys.argv[3]))
 print(json.dumps({
+    "quarantined": exceptions.scan(row_filter="status == 'quarantined'").to_arrow().num_rows,
     "count": table.scan().to_arrow().num_rows,
     "fields": [f.name for f in table.schema().fields],
     "sample": [str(v) for v in data.column("credit_limit").to_pylist()],
@@ -101,6 +105,7 @@ print(json.dumps({
 "#;
     let output = std::process::Command::new(python)
         .args(["-c", script, &ws.plan.table.namespace, &ws.plan.table.name])
+        .arg(&ws.plan.exceptions.name)
         .output()
         .unwrap();
     assert!(
@@ -109,7 +114,8 @@ print(json.dumps({
         String::from_utf8_lossy(&output.stderr)
     );
     let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(seen["count"], 60);
+    assert_eq!(seen["count"], 58);
+    assert_eq!(seen["quarantined"], 2);
     let contract: Vec<&str> = ws.plan.contract.column_names().collect();
     assert_eq!(seen["fields"], serde_json::json!(contract));
     let expected = rows
