@@ -196,28 +196,8 @@ fn a_fail_rule_exits_1_and_names_the_rule() {
     mis_map_limits(&mut bad);
     put_drop(tmp.path(), "BANK_C", "2026-02", &bad);
     let config = config.to_str().unwrap();
-    silverline(&[
-        "run",
-        "--config",
-        config,
-        "--contributor",
-        "BANK_C",
-        "--drop",
-        "2026-01",
-    ])
-    .success();
-    let text = output(
-        &silverline(&[
-            "run",
-            "--config",
-            config,
-            "--contributor",
-            "BANK_C",
-            "--drop",
-            "2026-02",
-        ])
-        .code(1),
-    );
+    silverline(&run_args(config, "BANK_C", "2026-01")).success();
+    let text = output(&silverline(&run_args(config, "BANK_C", "2026-02")).code(1));
     assert!(
         text.contains("limit_stable") && text.contains("nothing committed"),
         "{text}"

@@ -14,6 +14,7 @@ use silverline::{Error, ErrorClass};
 use silverline::exceptions::ExceptionStatus;
 use silverline::exceptions::backlog::states;
 use silverline::replay::{ReplayOptions, corrections_folder, replay};
+use silverline::report::gather::{Gather, gather};
 
 use super::{
     dq_records, error_rules, exception_events, silver_accounts, silver_batches, silver_count,
@@ -611,6 +612,24 @@ pub async fn reference_lag_is_replayed_into_silver_once(ws: &Workspace) {
         .filter(|e| e.status == ExceptionStatus::Resolved)
         .count() as u64;
     assert_eq!(resolved_events, pending, "nothing resolved twice");
+
+    let what = Gather {
+        now: chrono::Utc::now(),
+        with_runs: true,
+        contributor: Some("LATE_R".to_string()),
+    };
+    let report = gather(&ws.plan, what).await.unwrap();
+    assert_eq!(report.overall.backlog.open, 0);
+    assert_eq!(report.overall.backlog.entered_7d, pending);
+    assert_eq!(report.overall.backlog.exited_7d, pending);
+    let drops: Vec<&str> = report
+        .overall
+        .runs
+        .iter()
+        .map(|r| r.drop_id.as_str())
+        .collect();
+    assert_eq!(drops.len(), 3, "the run and two replays: {drops:?}");
+    assert!(drops.contains(&"2026-03"), "{drops:?}");
 
     let snapshots = snapshot_count(ws).await;
     let again = replay(&ws.plan, "LATE_R", &ReplayOptions::default())
