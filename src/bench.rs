@@ -1,10 +1,11 @@
 //! `silverline bench`: times one monthly run end to end on the embedded
 //! default, against the floor of reading the drop's CSV and writing it as
 //! Parquet, and shows how the run's time moves with history length (3, 12 and
-//! 36 months) and with five times the rules. Measured runs are `--dry-run`
+//! 36 months) and with five times the rules. The compared runs are `--dry-run`
 //! child processes (everything but the commit, so one drop can be measured
 //! under several settings), timed from outside, with their peak RSS read from
-//! `/proc` while they run.
+//! `/proc` while they run; a last, real run of the 12-month drop shows the
+//! commit too.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,7 +45,7 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
     for history in [3u32, 12, 36] {
         let ws = Workspace::create(&dir.join(format!("history-{history}"))).await?;
         let drop_id = load_history(&ws, accounts, history).await?;
-        let measure = measure_run(&ws, "credit_statements.toml", &drop_id)?;
+        let measure = measure_run(&ws, "credit_statements.toml", &drop_id, DRY_RUN)?;
         print_measure(
             &format!("run, {history} months of history"),
             accounts,
@@ -59,8 +60,10 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
         floor.as_secs_f64()
     );
     write_five_fold_rules(ws)?;
-    let five = measure_run(ws, "credit_statements_x5.toml", drop_id)?;
+    let five = measure_run(ws, "credit_statements_x5.toml", drop_id, DRY_RUN)?;
     print_measure("run, 12 months, 5x rules", accounts, &five);
+    let committed = measure_run(ws, "credit_statements.toml", drop_id, COMMIT)?;
+    print_measure("run, 12 months, committed", accounts, &committed);
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
     println!(
         "\nrun / floor                         {:>8.2}",
@@ -146,8 +149,13 @@ async fn load_history(ws: &Workspace, accounts: usize, history: u32) -> Result<S
     Ok(drop_id)
 }
 
-/// Runs `silverline run --dry-run` as a child process and measures it.
-fn measure_run(ws: &Workspace, config: &str, drop_id: &str) -> Result<Measure> {
+/// Measure a run without its commit.
+const DRY_RUN: bool = true;
+/// Measure a run with its commit.
+const COMMIT: bool = false;
+
+/// Runs `silverline run` (with `--dry-run` if `dry_run`) as a child process and measures it.
+fn measure_run(ws: &Workspace, config: &str, drop_id: &str, dry_run: bool) -> Result<Measure> {
     let exe = std::env::current_exe().map_err(|source| Error::Io {
         path: PathBuf::from("current_exe"),
         source,
@@ -155,17 +163,9 @@ fn measure_run(ws: &Workspace, config: &str, drop_id: &str) -> Result<Measure> {
     let config = ws.dir.join("config").join(config);
     let started = Instant::now();
     let mut child = std::process::Command::new(exe)
-        .args([
-            "--log-format",
-            "json",
-            "run",
-            "--dry-run",
-            "--contributor",
-            CONTRIBUTOR,
-            "--drop",
-            drop_id,
-            "--config",
-        ])
+        .args(["--log-format", "json", "run"])
+        .args(dry_run.then_some("--dry-run"))
+        .args(["--contributor", CONTRIBUTOR, "--drop", drop_id, "--config"])
         .arg(&config)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -225,7 +225,16 @@ fn summary_stages(stdout: &str) -> Vec<(String, u64)> {
         Some(v) => v,
         None => return Vec::new(),
     };
-    let stages = ["read", "baseline_and_evaluate", "route", "write", "balance"];
+    let stages = [
+        "read",
+        "baseline",
+        "evaluate",
+        "route",
+        "write",
+        "balance",
+        "commit",
+        "exceptions",
+    ];
     stages
         .iter()
         .filter_map(|s| Some((s.to_string(), summary["timings_ms"][s].as_u64()?)))

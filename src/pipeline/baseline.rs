@@ -60,13 +60,32 @@ pub async fn load_baseline(
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules);
     let sql = baseline_sql(contract, &prev, contributor, window);
-    let frame = ctx.sql(&sql).await.map_err(Error::query("baseline"))?;
+    let frame = materialize(&ctx, ctx.sql(&sql).await.map_err(Error::query("baseline"))?).await?;
     Ok(Baselined {
         ctx,
         frame,
         window,
         contributor: contributor.to_string(),
     })
+}
+
+/// Computes the baselined rows once, so that the rules read them from memory
+/// (and the baseline's cost shows as its own stage).
+async fn materialize(ctx: &SessionContext, frame: DataFrame) -> Result<DataFrame> {
+    let planned = Arc::new(frame.schema().as_arrow().clone());
+    let batches = frame.collect().await.map_err(Error::query("baseline"))?;
+    let schema = batches.first().map_or(planned, RecordBatch::schema);
+    let lanes = ctx.state().config().target_partitions().max(1);
+    let mut partitions = vec![Vec::new(); lanes];
+    for (i, batch) in batches.into_iter().enumerate() {
+        partitions[i % lanes].push(batch);
+    }
+    let table = MemTable::try_new(schema, partitions).map_err(Error::query("baseline"))?;
+    ctx.register_table("baselined", Arc::new(table))
+        .map_err(Error::query("baseline"))?;
+    ctx.table("baselined")
+        .await
+        .map_err(Error::query("baseline"))
 }
 
 /// Columns whose previous value is needed: what trend rules read, plus the order column.

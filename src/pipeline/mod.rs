@@ -273,6 +273,7 @@ async fn process_stages(
         summary.baseline.window_from = Some(from.to_string());
         summary.baseline.window_to = Some(to.to_string());
     }
+    clock = lap(summary, "baseline", clock);
     let sources = evaluate::reference::ReferenceSources {
         stores: &context.stores,
         catalog: context.catalog.as_ref(),
@@ -286,7 +287,7 @@ async fn process_stages(
         batch.rejects.len() as u64,
         batch.received,
     ));
-    clock = lap(summary, "baseline_and_evaluate", clock);
+    clock = lap(summary, "evaluate", clock);
     stop_on_fail_rules(&judged.outcomes)?;
 
     let carried = load_carried(&context.bronze, context.drop).await?;
