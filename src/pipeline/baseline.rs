@@ -59,8 +59,16 @@ pub async fn load_baseline(
         .map_err(Error::query("baseline"))?;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules);
-    let sql = baseline_sql(contract, &prev, contributor, window);
-    let frame = materialize(&ctx, ctx.sql(&sql).await.map_err(Error::query("baseline"))?).await?;
+    let history = HistoryRead {
+        contract,
+        prev: &prev,
+        contributor,
+        lookback_months,
+    };
+    let history_tables = history.register(&ctx, window).await?;
+    let sql = baseline_sql(contract, &prev, contributor, &history_tables);
+    let frame = ctx.sql(&sql).await.map_err(Error::query("baseline"))?;
+    let frame = materialize(&ctx, frame).await?;
     Ok(Baselined {
         ctx,
         frame,
@@ -72,8 +80,18 @@ pub async fn load_baseline(
 /// Computes the baselined rows once, so that the rules read them from memory
 /// (and the baseline's cost shows as its own stage).
 async fn materialize(ctx: &SessionContext, frame: DataFrame) -> Result<DataFrame> {
+    collect_into(ctx, "baselined", frame).await?;
+    ctx.table("baselined")
+        .await
+        .map_err(Error::query("baseline"))
+}
+
+/// Runs `frame` and registers its rows as the in-memory table `name`, spread
+/// over the session's partitions; returns how many rows it holds.
+async fn collect_into(ctx: &SessionContext, name: &str, frame: DataFrame) -> Result<usize> {
     let planned = Arc::new(frame.schema().as_arrow().clone());
     let batches = frame.collect().await.map_err(Error::query("baseline"))?;
+    let rows = batches.iter().map(RecordBatch::num_rows).sum();
     let schema = batches.first().map_or(planned, RecordBatch::schema);
     let lanes = ctx.state().config().target_partitions().max(1);
     let mut partitions = vec![Vec::new(); lanes];
@@ -81,11 +99,110 @@ async fn materialize(ctx: &SessionContext, frame: DataFrame) -> Result<DataFrame
         partitions[i % lanes].push(batch);
     }
     let table = MemTable::try_new(schema, partitions).map_err(Error::query("baseline"))?;
-    ctx.register_table("baselined", Arc::new(table))
+    ctx.deregister_table(name)
         .map_err(Error::query("baseline"))?;
-    ctx.table("baselined")
-        .await
-        .map_err(Error::query("baseline"))
+    ctx.register_table(name, Arc::new(table))
+        .map_err(Error::query("baseline"))?;
+    Ok(rows)
+}
+
+/// Reads the history the LAG needs, latest state first.
+///
+/// Every entity of the drop needs its latest committed state before the
+/// drop's first period, which for almost every entity sits in the month just
+/// before. So months are read newest first, each only for the entities not
+/// found yet, and reading stops when none is left or the lookback window ends:
+/// the cost follows the drop, not the table. Rows committed in the drop's own
+/// periods are read too (resubmissions, backfill overlap). Only this
+/// contributor's partitions and only the columns rules need are read.
+struct HistoryRead<'a> {
+    contract: &'a Contract,
+    prev: &'a BTreeSet<String>,
+    contributor: &'a str,
+    lookback_months: u32,
+}
+
+impl HistoryRead<'_> {
+    /// Registers the history as tables `history_0`, `history_1`... and returns their names.
+    async fn register(
+        &self,
+        ctx: &SessionContext,
+        window: Option<(NaiveDate, NaiveDate)>,
+    ) -> Result<Vec<String>> {
+        let Some((from, to)) = window else {
+            return Ok(Vec::new());
+        };
+        let first_period = from
+            .checked_add_months(Months::new(self.lookback_months))
+            .unwrap_or(from);
+        let mut tables = vec!["history_0".to_string()];
+        let same_periods = self.select_months(first_period, to.succ_opt().unwrap_or(to), false);
+        collect_into(ctx, &tables[0], self.query(ctx, &same_periods).await?).await?;
+        let wanted = format!("SELECT DISTINCT {} FROM batch", self.entity_columns());
+        collect_into(ctx, "wanted", self.query(ctx, &wanted).await?).await?;
+        let mut month_end = first_period;
+        while month_end > from {
+            let month_start = month_end
+                .checked_sub_months(Months::new(1))
+                .unwrap_or(from);
+            let name = format!("history_{}", tables.len());
+            let sql = self.select_months(month_start, month_end, true);
+            if collect_into(ctx, &name, self.query(ctx, &sql).await?).await? > 0 {
+                let still_wanted = format!(
+                    "SELECT * FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {})",
+                    self.entity_match("w", "f")
+                );
+                let remaining = self.query(ctx, &still_wanted).await?;
+                tables.push(name);
+                if collect_into(ctx, "wanted", remaining).await? == 0 {
+                    break;
+                }
+            }
+            month_end = month_start;
+        }
+        Ok(tables)
+    }
+
+    async fn query(&self, ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
+        ctx.sql(sql).await.map_err(Error::query("baseline"))
+    }
+
+    /// This contributor's rows with `start <= order < end`, projected; with
+    /// `only_wanted`, only those of entities still wanted.
+    fn select_months(&self, start: NaiveDate, end: NaiveDate, only_wanted: bool) -> String {
+        let order = quote(&self.contract.order_column);
+        let mut sql = format!(
+            "SELECT {} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
+            history_projection(self.contract, self.prev),
+            quote(&self.contract.contributor_column),
+            sql_string(self.contributor)
+        );
+        if only_wanted {
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM wanted w WHERE {})",
+                self.entity_match("w", "s")
+            ));
+        }
+        sql
+    }
+
+    fn entity_columns(&self) -> String {
+        self.contract
+            .entity_key
+            .iter()
+            .map(|c| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn entity_match(&self, left: &str, right: &str) -> String {
+        self.contract
+            .entity_key
+            .iter()
+            .map(|c| format!("{left}.{0} = {right}.{0}", quote(c)))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    }
 }
 
 /// Columns whose previous value is needed: what trend rules read, plus the order column.
@@ -164,7 +281,7 @@ fn baseline_sql(
     contract: &Contract,
     prev: &BTreeSet<String>,
     contributor: &str,
-    window: Option<(NaiveDate, NaiveDate)>,
+    history_tables: &[String],
 ) -> String {
     let record_key = contract
         .record_key()
@@ -179,15 +296,23 @@ fn baseline_sql(
         .collect::<Vec<_>>()
         .join(", ");
     let order = quote(&contract.order_column);
-    let history_where = match window {
-        Some((from, to)) => format!(
-            "{} = {} AND {order} >= DATE '{from}' AND {order} <= DATE '{to}'",
-            quote(&contract.contributor_column),
-            sql_string(contributor)
-        ),
-        None => "FALSE".to_string(),
+    let history_source = if history_tables.is_empty() {
+        format!(
+            "(SELECT {} FROM silver WHERE FALSE)",
+            history_projection(contract, prev)
+        )
+    } else {
+        let parts: Vec<String> = history_tables
+            .iter()
+            .map(|t| format!("SELECT * FROM {t}"))
+            .collect();
+        format!("({})", parts.join(" UNION ALL "))
     };
-    let history_columns = history_projection(contract, prev);
+    let history_columns = contract
+        .column_names()
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(", ");
     let lags = prev
         .iter()
         .map(|c| format!("LAG({}) OVER w AS {}", quote(c), quote(&prev_column(c))))
@@ -210,7 +335,7 @@ fn baseline_sql(
          history_rows AS (\
            SELECT {history_columns}, CAST(NULL AS VARCHAR) AS {source_file}, CAST(NULL AS BIGINT) AS {source_line}, \
                   FALSE AS {in_batch}, CAST(0 AS BIGINT) AS {occurrences} \
-           FROM silver WHERE {history_where}), \
+           FROM {history_source}), \
          lagged AS (\
            SELECT *, {lags}, COUNT(CASE WHEN NOT {in_batch} THEN 1 END) OVER (PARTITION BY {record_key}) AS {committed} \
            FROM (SELECT * FROM batch_rows UNION ALL SELECT * FROM history_rows) \
