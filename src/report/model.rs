@@ -117,7 +117,10 @@ pub struct RunPoint {
 impl RunPoint {
     /// Share of received records set aside (quarantined, dropped or pending).
     pub fn rejection_rate(&self) -> f64 {
-        ratio(self.quarantined + self.dropped + self.pending, self.received)
+        ratio(
+            self.quarantined + self.dropped + self.pending,
+            self.received,
+        )
     }
 
     /// Share of received records that passed with a warning.
