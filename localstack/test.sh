@@ -21,6 +21,9 @@ trap stop_stacks EXIT
 
 # Build first, so that no server waits on the compiler.
 cargo test --all-targets --no-run
+# Headless Chromium for the report's browser tests (tests/report_browser.rs).
+bash localstack/install-chromium.sh >/dev/null
+export SILVERLINE_CHROMIUM="${SILVERLINE_CHROMIUM:-$(command -v chromium)}"
 
 bash localstack/up.sh >/dev/null
 # shellcheck source=localstack/env.sh

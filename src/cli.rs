@@ -11,6 +11,7 @@ use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};
 use crate::report::gather::{Gather, gather};
+use crate::report::html::write_report;
 use crate::report::text::backlog_text;
 use crate::telemetry::LogFormat;
 
@@ -92,6 +93,17 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Write the exception report: a static HTML page (<out>/index.html) with the backlog by
+    /// rule and age, entries and exits per week, each run's rejection and warning rates and
+    /// the latest runs, for all contributors and for each one.
+    Report {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Folder to write the report to (created if missing).
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Validate the configuration and its rules without reading data.
     CheckConfig {
@@ -193,6 +205,24 @@ pub async fn run(cli: Cli) -> Result<u8> {
             } else {
                 print!("{}", backlog_text(&data));
             }
+            Ok(0)
+        }
+        Command::Report { config, out } => {
+            let plan = load_plan(&config)?;
+            let what = Gather {
+                now: chrono::Utc::now(),
+                with_runs: true,
+                contributor: None,
+            };
+            let data = gather(&plan, what).await?;
+            let page = write_report(&data, &out)?;
+            println!(
+                "report: {} ({} contributors, {} runs, {} open exceptions)",
+                page.display(),
+                data.contributors.len(),
+                data.overall.runs.len(),
+                data.overall.backlog.open
+            );
             Ok(0)
         }
         Command::Backfill {

@@ -142,9 +142,7 @@ impl HistoryRead<'_> {
         collect_into(ctx, "wanted", self.query(ctx, &wanted).await?).await?;
         let mut month_end = first_period;
         while month_end > from {
-            let month_start = month_end
-                .checked_sub_months(Months::new(1))
-                .unwrap_or(from);
+            let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
             let name = format!("history_{}", tables.len());
             let sql = self.select_months(month_start, month_end, true);
             if collect_into(ctx, &name, self.query(ctx, &sql).await?).await? > 0 {
