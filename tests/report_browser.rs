@@ -24,6 +24,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use silverline::pipeline::summary::Counts;
 use silverline::report::html::write_report;
 use silverline::report::model::{
     BacklogFigures, ReportData, RuleBacklog, RunPoint, Section, WeekFlow,
@@ -89,12 +90,14 @@ fn runs(contributor: &str, offset: u32) -> Vec<RunPoint> {
             contributor: contributor.to_string(),
             drop_id: format!("{contributor}-drop-{n:03}"),
             status: if n % 9 == 8 { "failed" } else { "committed" }.to_string(),
-            received: 10_000,
-            committed: 9_500 - 10 * u64::from(n),
-            warned: 120 + 3 * u64::from(n),
-            quarantined: 300 + 10 * u64::from(n),
-            dropped: 150,
-            pending: 50,
+            counts: Counts {
+                received: 10_000,
+                committed: 9_500 - 10 * u64::from(n),
+                warned: 120 + 3 * u64::from(n),
+                quarantined: 300 + 10 * u64::from(n),
+                dropped: 150,
+                pending: 50,
+            },
             summary: format!("file:///var/silverline/summaries/{contributor}/{n:03}.json"),
         })
         .collect()

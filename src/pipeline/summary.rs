@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
@@ -30,7 +30,8 @@ pub enum RunStatus {
 }
 
 /// Row counts.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counts {
     /// Records received (parsed or not).
     pub received: u64,

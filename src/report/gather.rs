@@ -138,7 +138,6 @@ fn run_point(bytes: &[u8], url: &str) -> Option<RunPoint> {
         }
     };
     let text = |name: &str| summary[name].as_str().unwrap_or_default().to_string();
-    let count = |name: &str| summary["counts"][name].as_u64().unwrap_or(0);
     let at = summary["finished_at"]
         .as_str()
         .or_else(|| summary["started_at"].as_str())
@@ -149,12 +148,7 @@ fn run_point(bytes: &[u8], url: &str) -> Option<RunPoint> {
         contributor: text("contributor"),
         drop_id: text("drop_id"),
         status: text("status"),
-        received: count("received"),
-        committed: count("committed"),
-        warned: count("warned"),
-        quarantined: count("quarantined"),
-        dropped: count("dropped"),
-        pending: count("pending"),
+        counts: serde_json::from_value(summary["counts"].clone()).unwrap_or_default(),
         summary: url.to_string(),
     })
 }

@@ -372,12 +372,12 @@ fn run_row(run: &RunPoint) -> String {
         escape(&run.status)
     );
     for n in [
-        run.received,
-        run.committed,
-        run.warned,
-        run.quarantined,
-        run.dropped,
-        run.pending,
+        run.counts.received,
+        run.counts.committed,
+        run.counts.warned,
+        run.counts.quarantined,
+        run.counts.dropped,
+        run.counts.pending,
     ] {
         out.push_str(&format!("<td class=\"num\">{n}</td>"));
     }
@@ -410,6 +410,7 @@ fn summary_link(summary: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::summary::Counts;
 
     fn run(n: usize, contributor: &str) -> RunPoint {
         RunPoint {
@@ -417,12 +418,14 @@ mod tests {
             contributor: contributor.to_string(),
             drop_id: format!("drop-{n:05}"),
             status: "committed".to_string(),
-            received: 1000,
-            committed: 950,
-            warned: 20,
-            quarantined: 30,
-            dropped: 15,
-            pending: 5,
+            counts: Counts {
+                received: 1000,
+                committed: 950,
+                warned: 20,
+                quarantined: 30,
+                dropped: 15,
+                pending: 5,
+            },
             summary: format!("file:///data/summaries/run-{n:05}.json"),
         }
     }

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::pipeline::summary::Counts;
+
 /// The age buckets of open exceptions, in days (upper bounds, inclusive); the
 /// last bucket is everything older.
 pub const AGE_BUCKETS: [(&str, Option<u32>); 4] = [
@@ -98,18 +100,8 @@ pub struct RunPoint {
     pub drop_id: String,
     /// Run status (committed, failed, ...).
     pub status: String,
-    /// Records received.
-    pub received: u64,
-    /// Rows committed to Silver.
-    pub committed: u64,
-    /// Rows that passed with a warning.
-    pub warned: u64,
-    /// Rows quarantined.
-    pub quarantined: u64,
-    /// Rows dropped.
-    pub dropped: u64,
-    /// Rows pending.
-    pub pending: u64,
+    /// Its counts (received, committed, warned, quarantined, dropped, pending).
+    pub counts: Counts,
     /// Path or URL of the run's summary file.
     pub summary: String,
 }
@@ -118,14 +110,14 @@ impl RunPoint {
     /// Share of received records set aside (quarantined, dropped or pending).
     pub fn rejection_rate(&self) -> f64 {
         ratio(
-            self.quarantined + self.dropped + self.pending,
-            self.received,
+            self.counts.quarantined + self.counts.dropped + self.counts.pending,
+            self.counts.received,
         )
     }
 
     /// Share of received records that passed with a warning.
     pub fn warning_rate(&self) -> f64 {
-        ratio(self.warned, self.received)
+        ratio(self.counts.warned, self.counts.received)
     }
 }
 
