@@ -16,8 +16,6 @@ pub const REF_PREFIX: &str = "_ref_";
 pub const PERIOD: &str = "_period";
 /// True when the row found a previous state of its entity within the lookback.
 pub const HAS_BASELINE: &str = "_has_baseline";
-/// True for rows of the drop, false for Silver history rows in the baseline union.
-pub const IN_BATCH: &str = "_in_batch";
 /// The file the row came from (relative to the drop).
 pub const SOURCE_FILE: &str = "_source_file";
 /// The 1-based physical line (CSV) or row number (Parquet) where the record starts.

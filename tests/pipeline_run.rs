@@ -71,3 +71,68 @@ async fn reference_lag_is_replayed_into_silver_once() {
 async fn corrected_quarantine_rows_are_replayed() {
     suite::corrected_quarantine_rows_are_replayed(&workspace().await.ws).await;
 }
+
+/// iceberg-rust re-applies a transaction on a reloaded table; a commit pinned
+/// to the state silverline checked for its run key is refused instead, so a
+/// run can never append on top of a concurrent run's snapshot.
+#[tokio::test]
+async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() {
+    use iceberg::ErrorKind;
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    use silverline::demo::generate::to_csv;
+    use silverline::infra::catalog::{connect, load_silver};
+    use silverline::infra::pinned::PinnedCatalog;
+    use silverline::infra::storage::Stores;
+    use silverline::pipeline::RunOptions;
+    use silverline::pipeline::claim::DropFile;
+    use silverline::pipeline::read::read_drop;
+    use silverline::pipeline::write::write_silver_files;
+
+    let tw = workspace().await;
+    let ws = &tw.ws;
+    let mut bank = suite::bank_with_history(ws, 10).await;
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
+    let checked = load_silver(catalog.as_ref(), &ws.plan).await.unwrap();
+
+    let january = bank.statements(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap(), false);
+    ws.put_drop("BANK_T", "2026-01", &january).await.unwrap();
+    ws.run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap();
+
+    let february = bank.statements(chrono::NaiveDate::from_ymd_opt(2026, 2, 1).unwrap(), false);
+    let file = DropFile {
+        name: "february.csv".to_string(),
+        bytes: bytes::Bytes::from(to_csv(&february)),
+    };
+    let read = read_drop(&ws.plan.contract, &[file]).unwrap();
+    let columns: Vec<usize> = (0..ws.plan.contract.columns.len()).collect();
+    let rows = read.rows.project(&columns).unwrap();
+    let files = write_silver_files(&checked, &[rows], "pinned")
+        .await
+        .unwrap();
+    let append = |table| {
+        let tx = Transaction::new(table);
+        let action = tx.fast_append().add_data_files(files.clone());
+        action.apply(tx).unwrap()
+    };
+
+    let pinned = PinnedCatalog::on(catalog.as_ref(), &checked);
+    let refused = append(&checked).commit(&pinned).await.unwrap_err();
+    assert_eq!(
+        refused.kind(),
+        ErrorKind::CatalogCommitConflicts,
+        "{refused}"
+    );
+    let before = common::snapshot_count(ws).await;
+
+    let rebased = append(&checked).commit(catalog.as_ref()).await;
+    assert!(
+        rebased.is_ok(),
+        "without the pin, iceberg re-bases the append"
+    );
+    assert_eq!(common::snapshot_count(ws).await, before + 1);
+}

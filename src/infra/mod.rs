@@ -1,7 +1,9 @@
 //! Infrastructure: object storage ([`storage`]), AWS credentials ([`aws`]), the Iceberg
-//! catalog ([`catalog`]) and the DataFusion session ([`query`]).
+//! catalog ([`catalog`], with commits pinned to a checked state: [`pinned`]) and the
+//! DataFusion session ([`query`]).
 
 pub mod aws;
 pub mod catalog;
+pub mod pinned;
 pub mod query;
 pub mod storage;

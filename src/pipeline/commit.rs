@@ -22,6 +22,7 @@ use iceberg::{Catalog, ErrorKind, TableIdent};
 use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::infra::catalog::table_ident;
+use crate::infra::pinned::PinnedCatalog;
 use crate::pipeline::balance::Balanced;
 use crate::pipeline::claim::committed_snapshot;
 use crate::pipeline::route::SetAside;
@@ -153,7 +154,8 @@ fn snapshot_properties(balanced: &Balanced, run: RunIdentity<'_>) -> HashMap<Str
     properties
 }
 
-/// One fast-append on exactly `table`'s state (Iceberg's own retries are off on Silver).
+/// One fast-append on exactly `table`'s state: Iceberg's own retries are off
+/// on Silver, and its re-apply on a reloaded table is refused by [`PinnedCatalog`].
 async fn append_once(
     catalog: &Arc<dyn Catalog>,
     table: &Table,
@@ -165,7 +167,8 @@ async fn append_once(
         .fast_append()
         .add_data_files(data_files.to_vec())
         .set_snapshot_properties(properties.clone());
-    append.apply(tx)?.commit(catalog.as_ref()).await
+    let pinned = PinnedCatalog::on(catalog.as_ref(), table);
+    append.apply(tx)?.commit(&pinned).await
 }
 
 /// 100 ms, 200 ms, 400 ms... up to 5 s, with jitter so that racing runs spread out.

@@ -1,20 +1,25 @@
 //! Baseline: the account's own history, joined to every row by a LAG.
 //!
-//! In: the drop's typed rows and the Silver table. Out: a lazy frame of the
-//! drop's rows with `prev_<column>` for every column a trend rule reads, plus
-//! `_has_baseline` and `_key_occurrences`.
+//! In: the drop's typed rows and the Silver table. Out: the drop's rows with
+//! `prev_<column>` for every column a trend rule reads, plus `_has_baseline`,
+//! `_key_occurrences` and `_key_committed`, computed once and held in memory
+//! for the rules.
 //!
 //! Only this contributor's Silver rows are read, only from the lookback window
-//! before the drop's earliest period, and only the columns rules need
+//! before the drop's earliest period, only the columns rules need, and, month
+//! by month newest first, only for the entities still lacking a state
 //! (DESIGN.md invariant 7). They are unioned with the drop and LAGged over the
-//! order column per entity, so a backfill's February finds its January in the
-//! same pass (invariant 8); an entity with no history gets null `prev_*` and
-//! `_has_baseline = false` (invariant 9).
+//! order column per entity ([`lag`]), so a backfill's February finds its
+//! January in the same pass (invariant 8); an entity with no history gets null
+//! `prev_*` and `_has_baseline = false` (invariant 9).
+
+mod lag;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{Array, Date32Array};
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
 use datafusion::dataframe::DataFrame;
@@ -27,16 +32,12 @@ use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
 use crate::infra::query::new_session;
-use crate::transient::{
-    DROP_CONTRIBUTOR, HAS_BASELINE, IN_BATCH, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, SOURCE_FILE,
-    SOURCE_LINE, prev_column,
-};
 
 /// The drop's rows with their previous state attached, not yet computed.
 pub struct Baselined {
     /// The query session the frame belongs to.
     pub ctx: SessionContext,
-    /// Drop rows + `prev_*` + `_has_baseline` + `_key_occurrences`.
+    /// Drop rows + `prev_*` + `_key_occurrences` + `_key_committed` + `_has_baseline`, in memory.
     pub frame: DataFrame,
     /// The history window that was read, if the drop had any rows to baseline.
     pub window: Option<(NaiveDate, NaiveDate)>,
@@ -55,7 +56,7 @@ pub async fn load_baseline(
 ) -> Result<Baselined> {
     let ctx = new_session();
     let window = order_window(contract, &rows, lookback_months)?;
-    ctx.register_batch("batch", rows)
+    ctx.register_batch("batch", rows.clone())
         .map_err(Error::query("baseline"))?;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules);
@@ -65,10 +66,14 @@ pub async fn load_baseline(
         contributor,
         lookback_months,
     };
-    let history_tables = history.register(&ctx, window).await?;
-    let sql = baseline_sql(contract, &prev, contributor, &history_tables);
-    let frame = ctx.sql(&sql).await.map_err(Error::query("baseline"))?;
-    let frame = materialize(&ctx, frame).await?;
+    let history = history.read(&ctx, window).await?;
+    let lagged = lag::lag(contract, &prev, contributor, &rows, &history)?;
+    drop(history);
+    register_batches(&ctx, "baselined", lagged.schema(), slices(&lagged))?;
+    let frame = ctx
+        .table("baselined")
+        .await
+        .map_err(Error::query("baseline"))?;
     Ok(Baselined {
         ctx,
         frame,
@@ -77,22 +82,32 @@ pub async fn load_baseline(
     })
 }
 
-/// Computes the baselined rows once, so that the rules read them from memory
-/// (and the baseline's cost shows as its own stage).
-async fn materialize(ctx: &SessionContext, frame: DataFrame) -> Result<DataFrame> {
-    collect_into(ctx, "baselined", frame).await?;
-    ctx.table("baselined")
-        .await
-        .map_err(Error::query("baseline"))
+/// Rows per slice of the in-memory tables, so the rules run on every core.
+const SLICE_ROWS: usize = 65_536;
+
+fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
+    (0..batch.num_rows())
+        .step_by(SLICE_ROWS)
+        .map(|start| batch.slice(start, SLICE_ROWS.min(batch.num_rows() - start)))
+        .collect()
 }
 
-/// Runs `frame` and registers its rows as the in-memory table `name`, spread
-/// over the session's partitions; returns how many rows it holds.
-async fn collect_into(ctx: &SessionContext, name: &str, frame: DataFrame) -> Result<usize> {
+/// Runs `frame`, returning its rows and their schema.
+async fn collect(frame: DataFrame) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let planned = Arc::new(frame.schema().as_arrow().clone());
     let batches = frame.collect().await.map_err(Error::query("baseline"))?;
-    let rows = batches.iter().map(RecordBatch::num_rows).sum();
     let schema = batches.first().map_or(planned, RecordBatch::schema);
+    Ok((schema, batches))
+}
+
+/// Registers `batches` as the in-memory table `name`, spread over the
+/// session's partitions (replacing a table of that name).
+fn register_batches(
+    ctx: &SessionContext,
+    name: &str,
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> Result<()> {
     let lanes = ctx.state().config().target_partitions().max(1);
     let mut partitions = vec![Vec::new(); lanes];
     for (i, batch) in batches.into_iter().enumerate() {
@@ -103,7 +118,22 @@ async fn collect_into(ctx: &SessionContext, name: &str, frame: DataFrame) -> Res
         .map_err(Error::query("baseline"))?;
     ctx.register_table(name, Arc::new(table))
         .map_err(Error::query("baseline"))?;
-    Ok(rows)
+    Ok(())
+}
+
+/// Runs `frame` and registers its rows as the in-memory table `name`; returns them.
+async fn collect_into(
+    ctx: &SessionContext,
+    name: &str,
+    frame: DataFrame,
+) -> Result<Vec<RecordBatch>> {
+    let (schema, batches) = collect(frame).await?;
+    register_batches(ctx, name, schema, batches.clone())?;
+    Ok(batches)
+}
+
+fn row_count(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
 }
 
 /// Reads the history the LAG needs, latest state first.
@@ -123,42 +153,43 @@ struct HistoryRead<'a> {
 }
 
 impl HistoryRead<'_> {
-    /// Registers the history as tables `history_0`, `history_1`... and returns their names.
-    async fn register(
+    /// The history rows: the drop's own periods, then each earlier month's
+    /// rows of the entities not found in a later one.
+    async fn read(
         &self,
         ctx: &SessionContext,
         window: Option<(NaiveDate, NaiveDate)>,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Vec<RecordBatch>> {
         let Some((from, to)) = window else {
             return Ok(Vec::new());
         };
         let first_period = from
             .checked_add_months(Months::new(self.lookback_months))
             .unwrap_or(from);
-        let mut tables = vec!["history_0".to_string()];
         let same_periods = self.select_months(first_period, to.succ_opt().unwrap_or(to), false);
-        collect_into(ctx, &tables[0], self.query(ctx, &same_periods).await?).await?;
+        let (_, mut history) = collect(self.query(ctx, &same_periods).await?).await?;
         let wanted = format!("SELECT DISTINCT {} FROM batch", self.entity_columns());
         collect_into(ctx, "wanted", self.query(ctx, &wanted).await?).await?;
         let mut month_end = first_period;
         while month_end > from {
             let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
-            let name = format!("history_{}", tables.len());
             let sql = self.select_months(month_start, month_end, true);
-            if collect_into(ctx, &name, self.query(ctx, &sql).await?).await? > 0 {
+            let found = collect_into(ctx, "found", self.query(ctx, &sql).await?).await?;
+            tracing::debug!(month = %month_start, found = row_count(&found), "history read");
+            if row_count(&found) > 0 {
+                history.extend(found);
                 let still_wanted = format!(
-                    "SELECT * FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {})",
+                    "SELECT * FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM found f WHERE {})",
                     self.entity_match("w", "f")
                 );
                 let remaining = self.query(ctx, &still_wanted).await?;
-                tables.push(name);
-                if collect_into(ctx, "wanted", remaining).await? == 0 {
+                if row_count(&collect_into(ctx, "wanted", remaining).await?) == 0 {
                     break;
                 }
             }
             month_end = month_start;
         }
-        Ok(tables)
+        Ok(history)
     }
 
     async fn query(&self, ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
@@ -273,85 +304,6 @@ pub fn quote(name: &str) -> String {
 /// Quotes an SQL string literal.
 pub fn sql_string(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
-}
-
-fn baseline_sql(
-    contract: &Contract,
-    prev: &BTreeSet<String>,
-    contributor: &str,
-    history_tables: &[String],
-) -> String {
-    let record_key = contract
-        .record_key()
-        .iter()
-        .map(|c| quote(c))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let entity_key = contract
-        .entity_key
-        .iter()
-        .map(|c| quote(c))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let order = quote(&contract.order_column);
-    let history_source = if history_tables.is_empty() {
-        format!(
-            "(SELECT {} FROM silver WHERE FALSE)",
-            history_projection(contract, prev)
-        )
-    } else {
-        let parts: Vec<String> = history_tables
-            .iter()
-            .map(|t| format!("SELECT * FROM {t}"))
-            .collect();
-        format!("({})", parts.join(" UNION ALL "))
-    };
-    let history_columns = contract
-        .column_names()
-        .map(quote)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let lags = prev
-        .iter()
-        .map(|c| format!("LAG({}) OVER w AS {}", quote(c), quote(&prev_column(c))))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let batch_columns = contract
-        .column_names()
-        .chain([SOURCE_FILE, SOURCE_LINE])
-        .map(quote)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let prev_names = prev
-        .iter()
-        .map(|c| quote(&prev_column(c)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "WITH batch_rows AS (\
-           SELECT *, TRUE AS {in_batch}, COUNT(*) OVER (PARTITION BY {record_key}) AS {occurrences} FROM batch), \
-         history_rows AS (\
-           SELECT {history_columns}, CAST(NULL AS VARCHAR) AS {source_file}, CAST(NULL AS BIGINT) AS {source_line}, \
-                  FALSE AS {in_batch}, CAST(0 AS BIGINT) AS {occurrences} \
-           FROM {history_source}), \
-         lagged AS (\
-           SELECT *, {lags}, COUNT(CASE WHEN NOT {in_batch} THEN 1 END) OVER (PARTITION BY {record_key}) AS {committed} \
-           FROM (SELECT * FROM batch_rows UNION ALL SELECT * FROM history_rows) \
-           WINDOW w AS (PARTITION BY {entity_key} ORDER BY {order}, {in_batch})) \
-         SELECT {batch_columns}, {prev_names}, {occurrences}, {committed}, {prev_order} IS NOT NULL AS {has_baseline}, \
-                {contributor} AS {drop_contributor}, CAST(date_trunc('month', {order}) AS DATE) AS {period} \
-         FROM lagged WHERE {in_batch}",
-        in_batch = quote(IN_BATCH),
-        occurrences = quote(KEY_OCCURRENCES),
-        committed = quote(KEY_COMMITTED),
-        source_file = quote(SOURCE_FILE),
-        source_line = quote(SOURCE_LINE),
-        prev_order = quote(&prev_column(&contract.order_column)),
-        has_baseline = quote(HAS_BASELINE),
-        contributor = sql_string(contributor),
-        drop_contributor = quote(DROP_CONTRIBUTOR),
-        period = quote(PERIOD),
-    )
 }
 
 /// History rows carry only the key, the order column and the columns rules

@@ -1,0 +1,302 @@
+//! The LAG, in memory and in one pass over hashes: every drop row gets its
+//! entity's previous state, whether that state was committed (history) or
+//! came earlier in the same drop (a backfill's February gets its January).
+//!
+//! It computes exactly `LAG(c) OVER (PARTITION BY <entity> ORDER BY <order>,
+//! <in drop>)` over the union of history and drop, plus how many drop rows
+//! and committed rows share each record key; but SQL window functions over
+//! millions of one-row partitions spend their time slicing arrays, while this
+//! groups rows by an encoded entity key and sorts plain integers.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, StringArray, new_null_array,
+};
+use arrow::compute::{cast, concat, interleave};
+use arrow::datatypes::{Field, Schema};
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, Rows, SortField};
+use chrono::{Datelike, NaiveDate};
+
+use crate::config::contract::Contract;
+use crate::error::{Error, Result};
+use crate::transient::{
+    DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, prev_column,
+};
+
+/// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
+const UNIX_EPOCH_FROM_CE: i32 = 719_163;
+
+/// Where a drop row's previous state is.
+#[derive(Debug, Clone, Copy)]
+enum Previous {
+    /// An earlier row of the drop.
+    Drop(usize),
+    /// A committed row.
+    History(usize),
+}
+
+/// One row of the union, as the sort sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Member {
+    entity: u32,
+    order: i32,
+    in_drop: bool,
+    index: u32,
+}
+
+/// The drop's rows with `prev_<c>` for each column of `prev`, then
+/// `_key_occurrences`, `_key_committed`, `_has_baseline`,
+/// `_drop_contributor` and `_period`.
+pub fn lag(
+    contract: &Contract,
+    prev: &BTreeSet<String>,
+    contributor: &str,
+    rows: &RecordBatch,
+    history: &[RecordBatch],
+) -> Result<RecordBatch> {
+    let history = HistoryColumns::new(contract, prev, history)?;
+    let converter = RowConverter::new(
+        contract
+            .entity_key
+            .iter()
+            .map(|c| Ok(SortField::new(column(rows, c)?.data_type().clone())))
+            .collect::<Result<Vec<_>>>()?,
+    )
+    .map_err(Error::arrow("baseline"))?;
+    let drop_keys = entity_rows(&converter, contract, |c| column(rows, c).cloned())?;
+    let history_keys = entity_rows(&converter, contract, |c| {
+        cast(&history.column(c)?, column(rows, c)?.data_type()).map_err(Error::arrow("baseline"))
+    })?;
+    let drop_order = dates(column(rows, &contract.order_column)?)?;
+    let history_order = dates(&history.column(&contract.order_column)?)?;
+    let members = sorted_members(&drop_keys, &drop_order, &history_keys, &history_order)?;
+    let links = link(&members, rows.num_rows());
+
+    let mut fields: Vec<Field> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
+    for name in prev {
+        let current = column(rows, name)?;
+        let committed =
+            cast(&history.column(name)?, current.data_type()).map_err(Error::arrow("baseline"))?;
+        let previous = previous_values(current, &committed, &links.previous)?;
+        fields.push(Field::new(
+            prev_column(name),
+            current.data_type().clone(),
+            true,
+        ));
+        columns.push(previous);
+    }
+    let has_baseline: BooleanArray = links.previous.iter().map(|p| Some(p.is_some())).collect();
+    let extra: [(&str, ArrayRef); 5] = [
+        (
+            KEY_OCCURRENCES,
+            Arc::new(Int64Array::from(links.occurrences)),
+        ),
+        (KEY_COMMITTED, Arc::new(Int64Array::from(links.committed))),
+        (HAS_BASELINE, Arc::new(has_baseline)),
+        (
+            DROP_CONTRIBUTOR,
+            Arc::new(StringArray::from(vec![contributor; rows.num_rows()])),
+        ),
+        (PERIOD, Arc::new(month_starts(&drop_order))),
+    ];
+    for (name, array) in extra {
+        fields.push(Field::new(name, array.data_type().clone(), true));
+        columns.push(array);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(Error::arrow("baseline"))
+}
+
+/// The columns of the history batches the LAG reads, each concatenated.
+struct HistoryColumns<'a> {
+    batches: &'a [RecordBatch],
+    rows: usize,
+}
+
+impl<'a> HistoryColumns<'a> {
+    fn new(
+        contract: &Contract,
+        prev: &BTreeSet<String>,
+        batches: &'a [RecordBatch],
+    ) -> Result<HistoryColumns<'a>> {
+        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        let columns = HistoryColumns { batches, rows };
+        for name in contract.entity_key.iter().chain(prev) {
+            if rows > 0 {
+                columns.column(name)?;
+            }
+        }
+        Ok(columns)
+    }
+
+    /// One column over every history batch (an empty, untyped array when there is no history).
+    fn column(&self, name: &str) -> Result<ArrayRef> {
+        if self.rows == 0 {
+            return Ok(new_null_array(&arrow::datatypes::DataType::Null, 0));
+        }
+        let parts = self
+            .batches
+            .iter()
+            .map(|b| column(b, name).map(|c| c.as_ref()))
+            .collect::<Result<Vec<&dyn Array>>>()?;
+        concat(&parts).map_err(Error::arrow("baseline"))
+    }
+}
+
+fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| Error::Internal(format!("baseline: column {name} is missing")))
+}
+
+/// The entity key of every row, encoded so that equal keys are equal bytes.
+fn entity_rows(
+    converter: &RowConverter,
+    contract: &Contract,
+    column_of: impl Fn(&str) -> Result<ArrayRef>,
+) -> Result<Rows> {
+    let columns = contract
+        .entity_key
+        .iter()
+        .map(|c| column_of(c))
+        .collect::<Result<Vec<_>>>()?;
+    if columns.iter().any(|c| c.is_empty()) {
+        return Ok(converter.empty_rows(0, 0));
+    }
+    converter
+        .convert_columns(&columns)
+        .map_err(Error::arrow("baseline"))
+}
+
+/// Days since the epoch; a null date sorts last (as NULLS LAST would).
+fn dates(array: &ArrayRef) -> Result<Vec<i32>> {
+    if array.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dates = array
+        .as_any()
+        .downcast_ref::<Date32Array>()
+        .ok_or_else(|| Error::Internal("baseline: the order column is not a date".to_string()))?;
+    Ok(dates.iter().map(|d| d.unwrap_or(i32::MAX)).collect())
+}
+
+/// Every history and drop row, numbered by entity and sorted by (entity,
+/// order, history before drop).
+fn sorted_members(
+    drop_keys: &Rows,
+    drop_order: &[i32],
+    history_keys: &Rows,
+    history_order: &[i32],
+) -> Result<Vec<Member>> {
+    let total = drop_order.len() + history_order.len();
+    let too_many = || Error::Internal("baseline: more than 4 billion rows".to_string());
+    let mut entities: HashMap<&[u8], u32> = HashMap::with_capacity(total);
+    let mut members = Vec::with_capacity(total);
+    let sides = [
+        (history_keys, history_order, false),
+        (drop_keys, drop_order, true),
+    ];
+    for (keys, order, in_drop) in sides {
+        for (index, date) in order.iter().enumerate() {
+            let next = u32::try_from(entities.len()).map_err(|_| too_many())?;
+            let entity = *entities.entry(keys.row(index).data()).or_insert(next);
+            members.push(Member {
+                entity,
+                order: *date,
+                in_drop,
+                index: u32::try_from(index).map_err(|_| too_many())?,
+            });
+        }
+    }
+    members.sort_unstable();
+    Ok(members)
+}
+
+/// What the sorted union says about each drop row.
+struct Links {
+    previous: Vec<Option<Previous>>,
+    occurrences: Vec<i64>,
+    committed: Vec<i64>,
+}
+
+/// Walks the sorted union once: each drop row's previous member of its
+/// entity, and the drop and history rows sharing its record key.
+fn link(members: &[Member], drop_rows: usize) -> Links {
+    let mut links = Links {
+        previous: vec![None; drop_rows],
+        occurrences: vec![0; drop_rows],
+        committed: vec![0; drop_rows],
+    };
+    let mut start = 0;
+    while start < members.len() {
+        let key = (members[start].entity, members[start].order);
+        let end = start
+            + members[start..]
+                .iter()
+                .take_while(|m| (m.entity, m.order) == key)
+                .count();
+        let same_key = &members[start..end];
+        let in_drop = same_key.iter().filter(|m| m.in_drop).count() as i64;
+        let committed = same_key.len() as i64 - in_drop;
+        for position in start..end {
+            let member = members[position];
+            if !member.in_drop {
+                continue;
+            }
+            let row = member.index as usize;
+            links.occurrences[row] = in_drop;
+            links.committed[row] = committed;
+            links.previous[row] = position
+                .checked_sub(1)
+                .map(|p| members[p])
+                .filter(|p| p.entity == member.entity)
+                .map(|p| {
+                    if p.in_drop {
+                        Previous::Drop(p.index as usize)
+                    } else {
+                        Previous::History(p.index as usize)
+                    }
+                });
+        }
+        start = end;
+    }
+    links
+}
+
+/// The previous value of one column for every drop row.
+fn previous_values(
+    current: &ArrayRef,
+    committed: &ArrayRef,
+    previous: &[Option<Previous>],
+) -> Result<ArrayRef> {
+    let none = new_null_array(current.data_type(), 1);
+    let sources: [&dyn Array; 3] = [current.as_ref(), committed.as_ref(), none.as_ref()];
+    let indices: Vec<(usize, usize)> = previous
+        .iter()
+        .map(|p| match p {
+            Some(Previous::Drop(i)) => (0, *i),
+            Some(Previous::History(i)) => (1, *i),
+            None => (2, 0),
+        })
+        .collect();
+    interleave(&sources, &indices).map_err(Error::arrow("baseline"))
+}
+
+/// The first day of each date's month (null for a null date).
+fn month_starts(days: &[i32]) -> Date32Array {
+    days.iter()
+        .map(|d| {
+            NaiveDate::from_num_days_from_ce_opt(d.checked_add(UNIX_EPOCH_FROM_CE)?)
+                .and_then(|date| date.with_day(1))
+                .map(|first| first.num_days_from_ce() - UNIX_EPOCH_FROM_CE)
+        })
+        .collect()
+}
