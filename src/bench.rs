@@ -8,13 +8,18 @@
 //! commit too.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use arrow::array::Date32Array;
+use arrow::record_batch::RecordBatch;
 
 use chrono::NaiveDate;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
+use crate::config::Plan;
 use crate::demo::Workspace;
-use crate::demo::generate::{Portfolio, months, to_csv};
+use crate::demo::generate::{Portfolio, Statement, month_end, months, to_csv};
 use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_or_create_silver};
 use crate::infra::storage::Stores;
@@ -99,6 +104,12 @@ fn print_measure(label: &str, accounts: usize, measure: &Measure) {
     );
 }
 
+/// Months of history generated month by month from the portfolio; older
+/// months are copies of the oldest generated one, moved to their dates. The
+/// run reads at most its lookback window (3 months) and the aggregates' window
+/// (3 months), so the copies only give the table its size and file count.
+const GENERATED_MONTHS: usize = 4;
+
 /// Commits `history` months straight to Silver (setup, not measured), writes the
 /// next month as a drop and returns its drop id.
 async fn load_history(ws: &Workspace, accounts: usize, history: u32) -> Result<String> {
@@ -111,33 +122,23 @@ async fn load_history(ws: &Workspace, accounts: usize, history: u32) -> Result<S
     let (drop_month, history_months) = all
         .split_last()
         .ok_or_else(|| Error::Internal("no months".into()))?;
+    let copied = history_months.len().saturating_sub(GENERATED_MONTHS);
+    let mut template = None;
     for (i, month) in history_months.iter().enumerate() {
-        let rows = portfolio.statements(*month, true);
-        if i == 0 {
-            ws.register_holders("bench", rows.iter().map(|r| r.holder.as_str()))
-                .await?;
-        }
-        let file = DropFile {
-            name: "history.csv".to_string(),
-            bytes: bytes::Bytes::from(to_csv(&rows)),
+        let rows = match &template {
+            Some(template) if i < copied => redated(plan, template, *month)?,
+            _ => {
+                let statements = portfolio.statements(*month, true);
+                if template.is_none() {
+                    ws.register_holders("bench", statements.iter().map(|r| r.holder.as_str()))
+                        .await?;
+                }
+                let typed = typed_rows(plan, &statements)?;
+                template.get_or_insert_with(|| typed.clone());
+                typed
+            }
         };
-        let batch = read_drop(&plan.contract, &[file])?;
-        let columns: Vec<usize> = (0..plan.contract.columns.len()).collect();
-        let typed = batch
-            .rows
-            .project(&columns)
-            .map_err(Error::arrow("bench"))?;
-        let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
-        let files = write_silver_files(&silver, &[typed], &format!("history-{i}")).await?;
-        let tx = Transaction::new(&silver);
-        let tx = tx
-            .fast_append()
-            .add_data_files(files)
-            .apply(tx)
-            .map_err(Error::catalog("bench", "history"))?;
-        tx.commit(catalog.as_ref())
-            .await
-            .map_err(Error::catalog("bench", "history"))?;
+        commit_history(catalog.as_ref(), plan, rows, i).await?;
     }
     let drop_id = drop_month.format("%Y-%m").to_string();
     ws.put_drop(
@@ -147,6 +148,51 @@ async fn load_history(ws: &Workspace, accounts: usize, history: u32) -> Result<S
     )
     .await?;
     Ok(drop_id)
+}
+
+/// Statements as rows of the contract, read the way a drop is.
+fn typed_rows(plan: &Plan, statements: &[Statement]) -> Result<RecordBatch> {
+    let file = DropFile {
+        name: "history.csv".to_string(),
+        bytes: bytes::Bytes::from(to_csv(statements)),
+    };
+    let batch = read_drop(&plan.contract, &[file])?;
+    let columns: Vec<usize> = (0..plan.contract.columns.len()).collect();
+    batch.rows.project(&columns).map_err(Error::arrow("bench"))
+}
+
+/// `rows` with the order column moved to the last day of `month`.
+fn redated(plan: &Plan, rows: &RecordBatch, month: NaiveDate) -> Result<RecordBatch> {
+    let date = month_end(month);
+    let days = (date - NaiveDate::default()).num_days() as i32;
+    let index = rows
+        .schema()
+        .index_of(&plan.contract.order_column)
+        .map_err(Error::arrow("bench"))?;
+    let mut columns = rows.columns().to_vec();
+    columns[index] = Arc::new(Date32Array::from(vec![days; rows.num_rows()]));
+    RecordBatch::try_new(rows.schema(), columns).map_err(Error::arrow("bench"))
+}
+
+/// Appends one month of history to Silver.
+async fn commit_history(
+    catalog: &dyn iceberg::Catalog,
+    plan: &Plan,
+    rows: RecordBatch,
+    month: usize,
+) -> Result<()> {
+    let silver = load_or_create_silver(catalog, plan).await?;
+    let files = write_silver_files(&silver, &[rows], &format!("history-{month}")).await?;
+    let tx = Transaction::new(&silver);
+    let tx = tx
+        .fast_append()
+        .add_data_files(files)
+        .apply(tx)
+        .map_err(Error::catalog("bench", "history"))?;
+    tx.commit(catalog)
+        .await
+        .map_err(Error::catalog("bench", "history"))?;
+    Ok(())
 }
 
 /// Measure a run without its commit.

@@ -81,8 +81,37 @@ fn to_csv(rows: &RecordBatch) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Writes `batches` as data files of `silver`'s current schema and partition spec.
+/// Writes `batches` as data files of `silver`'s current schema and partition
+/// spec, with one writer per core, each on its share of the batches.
 pub async fn write_silver_files(
+    silver: &Table,
+    batches: &[RecordBatch],
+    run_id: &str,
+) -> Result<Vec<DataFile>> {
+    let filled: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
+    let lanes = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, filled.len().max(1));
+    let mut shares: Vec<Vec<RecordBatch>> = vec![Vec::new(); lanes];
+    for (i, batch) in filled.into_iter().enumerate() {
+        shares[i % lanes].push(batch.clone());
+    }
+    let writers = shares.into_iter().map(|share| {
+        let (silver, run_id) = (silver.clone(), run_id.to_string());
+        tokio::spawn(async move { write_share(&silver, &share, &run_id).await })
+    });
+    let written = futures::future::try_join_all(writers)
+        .await
+        .map_err(|e| Error::Internal(format!("write: a writer task failed: {e}")))?;
+    let mut files = Vec::new();
+    for share in written {
+        files.extend(share?);
+    }
+    Ok(files)
+}
+
+/// One writer's share of [`write_silver_files`].
+async fn write_share(
     silver: &Table,
     batches: &[RecordBatch],
     run_id: &str,

@@ -8,7 +8,7 @@
 //! millions of one-row partitions spend their time slicing arrays, while this
 //! groups rows by an encoded entity key and sorts plain integers.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -198,7 +198,7 @@ fn sorted_members(
 ) -> Result<Vec<Member>> {
     let total = drop_order.len() + history_order.len();
     let too_many = || Error::Internal("baseline: more than 4 billion rows".to_string());
-    let mut entities: HashMap<&[u8], u32> = HashMap::with_capacity(total);
+    let mut entities: ahash::AHashMap<&[u8], u32> = ahash::AHashMap::with_capacity(total);
     let mut members = Vec::with_capacity(total);
     let sides = [
         (history_keys, history_order, false),

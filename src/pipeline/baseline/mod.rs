@@ -67,7 +67,9 @@ pub async fn load_baseline(
         lookback_months,
     };
     let history = history.read(&ctx, window).await?;
+    tracing::debug!(rows = row_count(&history), "history read");
     let lagged = lag::lag(contract, &prev, contributor, &rows, &history)?;
+    tracing::debug!("lagged");
     drop(history);
     register_batches(&ctx, "baselined", lagged.schema(), slices(&lagged))?;
     let frame = ctx

@@ -113,7 +113,9 @@ pub async fn evaluate_rules(
         .iter()
         .filter(|r| rules.iter().any(|rule| rule.references.contains(&r.name)))
         .collect();
+    let clock = std::time::Instant::now();
     let baselined = reference::join_references(baselined, &referenced, sources).await?;
+    tracing::debug!(ms = clock.elapsed().as_millis() as u64, "references joined");
     let aggregate_rules: Vec<&Rule> = rules
         .iter()
         .copied()
@@ -127,7 +129,15 @@ pub async fn evaluate_rules(
         plan.average_periods,
     )
     .await?;
+    tracing::debug!(
+        ms = clock.elapsed().as_millis() as u64,
+        "aggregates evaluated"
+    );
     let (batches, kept, sources) = row_outcomes(baselined, rules).await?;
+    tracing::debug!(
+        ms = clock.elapsed().as_millis() as u64,
+        "row rules evaluated"
+    );
     let mut outcomes = count_outcomes(&batches, rules, &sources, &periods)?;
     apply_escalation(rules, &mut outcomes);
     let mut judged = Judged {
@@ -141,6 +151,7 @@ pub async fn evaluate_rules(
         let verdicts = judge_batch(batch, kept, rules, &sources, &periods, &mut judged)?;
         judged.rows.push(verdicts);
     }
+    tracing::debug!(ms = clock.elapsed().as_millis() as u64, "verdicts built");
     Ok(judged)
 }
 

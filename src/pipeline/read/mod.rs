@@ -173,25 +173,11 @@ fn type_rows(
     table: TextTable,
 ) -> Result<(RecordBatch, Vec<ParseReject>)> {
     let rows = table.lines.len();
-    let options = CastOptions {
-        safe: true,
-        ..CastOptions::default()
-    };
     let mut reasons: Vec<Option<String>> = vec![None; rows];
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-    for (column, text) in contract.columns.iter().zip(&table.columns) {
-        let target = column.column_type.arrow_type();
-        let Some(text) = text else {
-            columns.push(arrow::array::new_null_array(&target, rows));
-            continue;
-        };
-        let typed = cast_with_options(text, &target, &options).map_err(Error::arrow("read"))?;
-        for (row, reason) in reasons.iter_mut().enumerate() {
-            let unreadable = text.is_valid(row)
-                && (typed.is_null(row) || !is_canonical(column.column_type, text.value(row)));
-            if reason.is_none() && unreadable {
-                *reason = Some(unreadable_reason(column, text.value(row), &target));
-            }
+    for (typed, problems) in type_columns(contract, &table)? {
+        for (row, reason) in problems {
+            reasons[row].get_or_insert(reason);
         }
         columns.push(typed);
     }
@@ -218,22 +204,94 @@ fn type_rows(
     Ok((good, rejects))
 }
 
+/// `text` without its sign.
+fn unsigned(text: &str) -> &str {
+    text.strip_prefix(['+', '-']).unwrap_or(text)
+}
+
+/// One contract column, typed, with the rows whose value does not read.
+type TypedColumn = (ArrayRef, Vec<(usize, String)>);
+
+/// Types every column, spread over the machine's cores (columns are independent).
+fn type_columns(contract: &Contract, table: &TextTable) -> Result<Vec<TypedColumn>> {
+    let rows = table.lines.len();
+    let jobs: Vec<(&Column, Option<&StringArray>)> = contract
+        .columns
+        .iter()
+        .zip(table.columns.iter().map(Option::as_ref))
+        .collect();
+    let lanes = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, jobs.len().max(1));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..lanes)
+            .map(|lane| {
+                let jobs = &jobs;
+                scope.spawn(move || {
+                    jobs.iter()
+                        .enumerate()
+                        .filter(|(i, _)| i % lanes == lane)
+                        .map(|(i, (column, text))| Ok((i, type_column(column, *text, rows)?)))
+                        .collect::<Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        let mut typed = Vec::with_capacity(jobs.len());
+        for handle in handles {
+            let done = handle
+                .join()
+                .map_err(|_| Error::Internal("read: a typing thread panicked".to_string()))??;
+            typed.extend(done);
+        }
+        typed.sort_by_key(|(i, _)| *i);
+        Ok(typed.into_iter().map(|(_, column)| column).collect())
+    })
+}
+
+/// Casts one text column to its contract type; a value that does not cast, or
+/// is not written canonically, is a problem of its row.
+fn type_column(column: &Column, text: Option<&StringArray>, rows: usize) -> Result<TypedColumn> {
+    let target = column.column_type.arrow_type();
+    let Some(text) = text else {
+        return Ok((arrow::array::new_null_array(&target, rows), Vec::new()));
+    };
+    let options = CastOptions {
+        safe: true,
+        ..CastOptions::default()
+    };
+    let typed = cast_with_options(text, &target, &options).map_err(Error::arrow("read"))?;
+    if column.column_type == ColumnType::String {
+        return Ok((typed, Vec::new()));
+    }
+    let problems = (0..rows)
+        .filter(|row| {
+            text.is_valid(*row)
+                && (typed.is_null(*row) || !is_canonical(column.column_type, text.value(*row)))
+        })
+        .map(|row| (row, unreadable_reason(column, text.value(row), &target)))
+        .collect();
+    Ok((typed, problems))
+}
+
 /// Arrow's casts are lenient (a date like `2026-10-3x` reads as the 3rd, a
 /// decimal with too many places is rounded); the contract is not. Dates must be
 /// `YYYY-MM-DD`, integers plain digits, decimals at most `scale` places.
 fn is_canonical(column_type: ColumnType, text: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let unsigned = |s: &str| s.strip_prefix(['+', '-']).unwrap_or(s).to_string();
     match column_type {
         ColumnType::Date => {
-            let parts: Vec<&str> = text.split('-').collect();
-            matches!(parts.as_slice(), [y, m, d] if y.len() == 4 && m.len() == 2 && d.len() == 2 && parts.iter().all(|p| digits(p)))
+            let bytes = text.as_bytes();
+            bytes.len() == 10
+                && bytes.iter().enumerate().all(|(i, b)| match i {
+                    4 | 7 => *b == b'-',
+                    _ => b.is_ascii_digit(),
+                })
         }
-        ColumnType::Int | ColumnType::Long => digits(&unsigned(text)),
+        ColumnType::Int | ColumnType::Long => digits(unsigned(text)),
         ColumnType::Decimal { scale, .. } => {
             let number = unsigned(text);
             match number.split_once('.') {
-                None => digits(&number),
+                None => digits(number),
                 Some((whole, fraction)) => {
                     digits(whole) && digits(fraction) && fraction.len() <= scale as usize
                 }
