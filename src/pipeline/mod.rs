@@ -177,7 +177,7 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     let summary_path = Summary::path(&claim.run_date, &drop.contributor, &claim.run_id);
     tracing::Span::current().record("run_id", claim.run_id.as_str());
     crate::lineage::emit(plan, &context.stores, &summary).await;
-    let result = process(&context, &claim, &rules, options, &mut summary).await;
+    let result = process(&context, claim, &rules, options, &mut summary).await;
     summary.finished_at = Some(now());
     time(&mut summary, "total", started);
     if let Err(error) = &result {
@@ -225,7 +225,7 @@ async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef) -> Result<Context<'
 /// read -> baseline -> evaluate -> route -> write -> balance -> commit.
 async fn process(
     context: &Context<'_>,
-    claim: &Claim,
+    claim: Claim,
     rules: &[&Rule],
     options: &RunOptions,
     summary: &mut Summary,
@@ -239,7 +239,7 @@ async fn process(
 /// The stages of [`process`], showing each on `progress`.
 async fn process_stages(
     context: &Context<'_>,
-    claim: &Claim,
+    mut claim: Claim,
     rules: &[&Rule],
     options: &RunOptions,
     summary: &mut Summary,
@@ -250,7 +250,9 @@ async fn process_stages(
     let mut clock = Instant::now();
     progress.stage("reading");
 
-    let batch = read::read_drop(&plan.contract, &claim.files)?;
+    let files = std::mem::take(&mut claim.files);
+    let batch = read::read_drop(&plan.contract, &files)?;
+    drop(files); // the drop's bytes are not needed once read
     summary.counts.received = batch.received;
     tracing::info!(
         received = batch.received,
@@ -303,6 +305,7 @@ async fn process_stages(
         &stamp,
         plan.mask_sensitive,
     )?;
+    drop(judged); // routed holds what is kept
     summary.counts.warned = routed.warned;
     clock = lap(summary, "route", clock);
     progress.stage("writing");

@@ -41,6 +41,8 @@ pub struct Baselined {
     pub frame: DataFrame,
     /// The history window that was read, if the drop had any rows to baseline.
     pub window: Option<(NaiveDate, NaiveDate)>,
+    /// First day of the drop's earliest period (the end of the lookback window).
+    pub first_period: Option<NaiveDate>,
     /// The contributor whose drop this is.
     pub contributor: String,
 }
@@ -79,6 +81,7 @@ pub async fn load_baseline(
     Ok(Baselined {
         ctx,
         frame,
+        first_period: window.map(|(from, _)| first_period(from, lookback_months)),
         window,
         contributor: contributor.to_string(),
     })
@@ -138,6 +141,13 @@ fn row_count(batches: &[RecordBatch]) -> usize {
     batches.iter().map(RecordBatch::num_rows).sum()
 }
 
+/// The first day of the drop's earliest period, from the window's start.
+fn first_period(window_from: NaiveDate, lookback_months: u32) -> NaiveDate {
+    window_from
+        .checked_add_months(Months::new(lookback_months))
+        .unwrap_or(window_from)
+}
+
 /// Reads the history the LAG needs, latest state first.
 ///
 /// Every entity of the drop needs its latest committed state before the
@@ -165,9 +175,7 @@ impl HistoryRead<'_> {
         let Some((from, to)) = window else {
             return Ok(Vec::new());
         };
-        let first_period = from
-            .checked_add_months(Months::new(self.lookback_months))
-            .unwrap_or(from);
+        let first_period = first_period(from, self.lookback_months);
         let same_periods = self.select_months(first_period, to.succ_opt().unwrap_or(to), false);
         let (_, mut history) = collect(self.query(ctx, &same_periods).await?).await?;
         let wanted = format!("SELECT DISTINCT {} FROM batch", self.entity_columns());

@@ -67,7 +67,7 @@ pub async fn evaluate_aggregates(
     rules: &[&Rule],
     average_periods: u32,
 ) -> Result<PeriodOutcomes> {
-    let Some((from, _)) = baselined.window else {
+    let (Some((from, _)), Some(first_period)) = (baselined.window, baselined.first_period) else {
         return Ok(PeriodOutcomes::default());
     };
     if rules.is_empty() || metrics.is_empty() {
@@ -79,7 +79,7 @@ pub async fn evaluate_aggregates(
         rules,
         average_periods,
         &baselined.contributor,
-        from,
+        (from, first_period),
     );
     let batches = baselined
         .ctx
@@ -103,7 +103,7 @@ fn aggregate_sql(
     rules: &[&Rule],
     average_periods: u32,
     contributor: &str,
-    from: NaiveDate,
+    (from, first_period): (NaiveDate, NaiveDate),
 ) -> String {
     let order = quote(&contract.order_column);
     let mut columns: Vec<&str> = metrics
@@ -158,7 +158,7 @@ fn aggregate_sql(
            UNION ALL \
            SELECT {columns}{period} AS p, FALSE AS in_batch FROM silver \
            WHERE {contributor_column} = {contributor} AND {order} >= DATE '{first_day}' \
-             AND {order} < (SELECT min({period}) FROM batch)), \
+             AND {order} < DATE '{first_period}'), \
          periods AS (SELECT p, bool_or(in_batch) AS in_batch, {metric_exprs} FROM all_rows GROUP BY p), \
          compared AS (SELECT *, {windows}, LAG(p) OVER (ORDER BY p) IS NOT NULL AS has_previous FROM periods) \
          SELECT p AS {period_name}, {metric_names}, {outcomes} FROM compared WHERE in_batch",

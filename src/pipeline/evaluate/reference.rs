@@ -47,7 +47,7 @@ pub async fn join_references(
             .map_err(Error::query("reference"))?;
         ctx.deregister_table("rows_before_reference")
             .map_err(Error::query("reference"))?;
-        baselined.frame = frame.cache().await.map_err(Error::query("reference"))?;
+        baselined.frame = frame;
     }
     Ok(baselined)
 }
