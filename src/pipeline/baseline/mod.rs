@@ -37,7 +37,9 @@ use crate::infra::query::new_session;
 pub struct Baselined {
     /// The query session the frame belongs to.
     pub ctx: SessionContext,
-    /// Drop rows + `prev_*` + `_key_occurrences` + `_key_committed` + `_has_baseline`, in memory.
+    /// Drop rows + `prev_*` + `_key_occurrences` + `_key_committed` + `_has_baseline`.
+    pub rows: RecordBatch,
+    /// The same rows as a frame of the session (table `baselined`).
     pub frame: DataFrame,
     /// The history window that was read, if the drop had any rows to baseline.
     pub window: Option<(NaiveDate, NaiveDate)>,
@@ -73,18 +75,32 @@ pub async fn load_baseline(
     let lagged = lag::lag(contract, &prev, contributor, &rows, &history)?;
     tracing::debug!("lagged");
     drop(history);
-    register_batches(&ctx, "baselined", lagged.schema(), slices(&lagged))?;
-    let frame = ctx
-        .table("baselined")
-        .await
-        .map_err(Error::query("baseline"))?;
+    let frame = register_rows(&ctx, &lagged).await?;
     Ok(Baselined {
         ctx,
+        rows: lagged,
         frame,
         first_period: window.map(|(from, _)| first_period(from, lookback_months)),
         window,
         contributor: contributor.to_string(),
     })
+}
+
+impl Baselined {
+    /// Replaces the rows (with more columns, say) and the frame over them.
+    pub async fn replace_rows(&mut self, rows: RecordBatch) -> Result<()> {
+        self.frame = register_rows(&self.ctx, &rows).await?;
+        self.rows = rows;
+        Ok(())
+    }
+}
+
+/// Registers `rows` as the table `baselined`, sliced over the session's partitions.
+async fn register_rows(ctx: &SessionContext, rows: &RecordBatch) -> Result<DataFrame> {
+    register_batches(ctx, "baselined", rows.schema(), slices(rows))?;
+    ctx.table("baselined")
+        .await
+        .map_err(Error::query("baseline"))
 }
 
 /// Rows per slice of the in-memory tables, so the rules run on every core.

@@ -1,79 +1,120 @@
-//! Reference rules' data: each reference table a rule reads is joined to the
-//! rows with a LEFT join (never inner: a row without a match must stay, to be
-//! set aside as pending), adding `_ref_<name>`, true where the row's key was
-//! found. Reference keys are de-duplicated first, so a repeated key in the
-//! reference can never double a row.
+//! Reference rules' data: for each reference table a rule reads, every row
+//! gets `_ref_<name>`, true where its key (compared as text) is among the
+//! reference's keys. This is a LEFT semi-join: a row without a match stays, to
+//! be set aside as pending, and a key repeated in the reference can never
+//! double a row. It is computed on encoded keys in a hash set, adding one
+//! column to the rows without copying them.
 
 use std::sync::Arc;
 
+use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
-use datafusion::datasource::MemTable;
+use arrow::row::{RowConverter, Rows, SortField};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::config::plan::{Reference, ReferenceFormat};
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
-use crate::pipeline::baseline::{Baselined, quote};
+use crate::pipeline::baseline::Baselined;
 use crate::transient::REF_PREFIX;
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
-/// Joins every reference in `references` to the baselined rows.
+/// Adds `_ref_<name>` for every reference in `references` to the baselined rows.
 pub async fn join_references(
     mut baselined: Baselined,
     references: &[&Reference],
     sources: ReferenceSources<'_>,
 ) -> Result<Baselined> {
+    if references.is_empty() {
+        return Ok(baselined);
+    }
+    let mut rows = baselined.rows.clone();
     for reference in references {
         let batches = load_reference(reference, sources).await?;
-        let schema = batches
-            .first()
-            .map(|b| b.schema())
-            .ok_or_else(|| Error::Usage {
+        if batches.iter().all(|b| b.num_rows() == 0) {
+            return Err(Error::Usage {
                 arg: format!("references '{}'", reference.name),
                 reason: format!("no rows found under {}", reference.location),
-            })?;
-        let table_name = format!("reference_{}", reference.name);
-        let table = MemTable::try_new(schema, vec![batches]).map_err(Error::query("reference"))?;
-        let ctx = &baselined.ctx;
-        ctx.register_table(table_name.as_str(), Arc::new(table))
-            .map_err(Error::query("reference"))?;
-        ctx.register_table("rows_before_reference", baselined.frame.clone().into_view())
-            .map_err(Error::query("reference"))?;
-        let frame = ctx
-            .sql(&join_sql(reference, &table_name))
-            .await
-            .map_err(Error::query("reference"))?;
-        ctx.deregister_table("rows_before_reference")
-            .map_err(Error::query("reference"))?;
-        baselined.frame = frame;
+            });
+        }
+        let flags = reference_flags(reference, &batches, &rows)?;
+        rows = with_column(&rows, &format!("{REF_PREFIX}{}", reference.name), flags)?;
     }
+    baselined.replace_rows(rows).await?;
     Ok(baselined)
 }
 
-fn join_sql(reference: &Reference, table: &str) -> String {
-    let (keys, on): (Vec<String>, Vec<String>) = reference
+/// Whether each row's key is among the reference's keys (a null key part never matches).
+fn reference_flags(
+    reference: &Reference,
+    batches: &[RecordBatch],
+    rows: &RecordBatch,
+) -> Result<BooleanArray> {
+    let (row_columns, reference_columns): (Vec<&String>, Vec<&String>) = reference
         .keys
         .iter()
-        .enumerate()
-        .map(|(i, (row_column, ref_column))| {
-            let key = quote(&format!("_k{i}"));
-            (
-                format!("CAST({} AS VARCHAR) AS {key}", quote(ref_column)),
-                format!("CAST(b.{} AS VARCHAR) = r.{key}", quote(row_column)),
-            )
-        })
+        .map(|(row, other)| (row, other))
         .unzip();
-    format!(
-        "SELECT b.*, (r.{first} IS NOT NULL) AS {flag} FROM rows_before_reference b \
-         LEFT JOIN (SELECT DISTINCT {keys} FROM {table}) r ON {on}",
-        first = quote("_k0"),
-        flag = quote(&format!("{REF_PREFIX}{}", reference.name)),
-        keys = keys.join(", "),
-        table = quote(table),
-        on = on.join(" AND "),
-    )
+    let converter = RowConverter::new(vec![SortField::new(DataType::Utf8); row_columns.len()])
+        .map_err(Error::arrow("reference"))?;
+    let encoded: Vec<(Rows, Vec<ArrayRef>)> = batches
+        .iter()
+        .map(|batch| encode_keys(&converter, batch, &reference_columns, &reference.name))
+        .collect::<Result<_>>()?;
+    let mut known = ahash::AHashSet::new();
+    for (keys, columns) in &encoded {
+        for row in (0..keys.num_rows()).filter(|r| complete(columns, *r)) {
+            known.insert(keys.row(row).data());
+        }
+    }
+    let (keys, columns) = encode_keys(&converter, rows, &row_columns, &reference.name)?;
+    Ok((0..rows.num_rows())
+        .map(|r| Some(complete(&columns, r) && known.contains(keys.row(r).data())))
+        .collect())
+}
+
+/// The key columns of `batch` as text, and their encoding.
+fn encode_keys(
+    converter: &RowConverter,
+    batch: &RecordBatch,
+    names: &[&String],
+    reference: &str,
+) -> Result<(Rows, Vec<ArrayRef>)> {
+    let columns = names
+        .iter()
+        .map(|name| {
+            let column = batch.column_by_name(name).ok_or_else(|| Error::Usage {
+                arg: format!("references '{reference}'"),
+                reason: format!("no column '{name}'"),
+            })?;
+            cast(column, &DataType::Utf8).map_err(Error::arrow("reference"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let keys = converter
+        .convert_columns(&columns)
+        .map_err(Error::arrow("reference"))?;
+    Ok((keys, columns))
+}
+
+fn complete(columns: &[ArrayRef], row: usize) -> bool {
+    columns.iter().all(|c| c.is_valid(row))
+}
+
+/// `rows` with one more column.
+fn with_column(rows: &RecordBatch, name: &str, column: BooleanArray) -> Result<RecordBatch> {
+    let mut fields: Vec<Field> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(name, DataType::Boolean, true));
+    let mut columns = rows.columns().to_vec();
+    columns.push(Arc::new(column));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(Error::arrow("reference"))
 }
 
 /// Where reference tables are read from.
@@ -182,4 +223,82 @@ fn read_csv_as_text(bytes: &[u8]) -> std::result::Result<Vec<RecordBatch>, Strin
     reader
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int64Array, StringArray};
+
+    use super::*;
+
+    fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    #[test]
+    fn rows_match_on_every_key_part_as_text_never_on_a_null_and_are_never_doubled() {
+        let reference = Reference {
+            name: "accounts".to_string(),
+            location: "memory://".to_string(),
+            format: ReferenceFormat::Csv,
+            keys: vec![
+                ("bank".to_string(), "bank_id".to_string()),
+                ("number".to_string(), "account_no".to_string()),
+            ],
+        };
+        let known = batch(vec![
+            (
+                "bank_id",
+                Arc::new(StringArray::from(vec![
+                    Some("A"),
+                    Some("A"),
+                    Some("B"),
+                    None,
+                ])) as ArrayRef,
+            ),
+            (
+                "account_no",
+                Arc::new(StringArray::from(vec![
+                    Some("1"),
+                    Some("1"),
+                    Some("2"),
+                    Some("3"),
+                ])),
+            ),
+        ]);
+        let rows = batch(vec![
+            (
+                "bank",
+                Arc::new(StringArray::from(vec![
+                    Some("A"),
+                    Some("B"),
+                    Some("A"),
+                    None,
+                    Some("B"),
+                ])) as ArrayRef,
+            ),
+            (
+                "number",
+                Arc::new(Int64Array::from(vec![
+                    Some(1),
+                    Some(2),
+                    Some(2),
+                    Some(3),
+                    None,
+                ])),
+            ),
+        ]);
+        let flags = reference_flags(&reference, &[known], &rows).unwrap();
+        let flags: Vec<Option<bool>> = flags.iter().collect();
+        assert_eq!(
+            flags,
+            vec![
+                Some(true),
+                Some(true),
+                Some(false),
+                Some(false),
+                Some(false)
+            ]
+        );
+    }
 }

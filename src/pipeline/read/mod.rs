@@ -100,7 +100,10 @@ pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
         rejects.extend(file_rejects);
         parts.push(rows);
     }
-    let rows = arrow::compute::concat_batches(&schema, &parts).map_err(Error::arrow("read"))?;
+    let rows = match parts.len() {
+        1 => parts.remove(0),
+        _ => arrow::compute::concat_batches(&schema, &parts).map_err(Error::arrow("read"))?,
+    };
     rejects.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     Ok(Batch {
         rows,
@@ -186,8 +189,12 @@ fn type_rows(
         table.lines.iter().map(|l| *l as i64),
     )));
     let all = RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("read"))?;
-    let keep = BooleanArray::from(reasons.iter().map(|r| r.is_none()).collect::<Vec<_>>());
-    let good = filter_record_batch(&all, &keep).map_err(Error::arrow("read"))?;
+    let good = if reasons.iter().all(Option::is_none) {
+        all
+    } else {
+        let keep = BooleanArray::from(reasons.iter().map(|r| r.is_none()).collect::<Vec<_>>());
+        filter_record_batch(&all, &keep).map_err(Error::arrow("read"))?
+    };
     let mut rejects: Vec<ParseReject> = reasons
         .into_iter()
         .enumerate()
