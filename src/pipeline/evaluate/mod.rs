@@ -19,7 +19,7 @@ pub mod reference;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int64Array, ListBuilder,
+    Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int8Array, ListBuilder,
     StringBuilder, StructBuilder,
 };
 use arrow::datatypes::{DataType, Field, Fields, Schema};
@@ -210,12 +210,12 @@ fn outcome_sql(rule: &Rule) -> String {
         "WHEN coalesce(({}), false) THEN {PASS}",
         rule.expression
     ));
-    format!("CASE {} ELSE {FAIL} END", cases.join(" "))
+    format!("CAST(CASE {} ELSE {FAIL} END AS TINYINT)", cases.join(" "))
 }
 
 /// Reads each rule's outcome for each row of a batch.
 struct BatchOutcomes<'a> {
-    columns: Vec<Option<&'a Int64Array>>,
+    columns: Vec<Option<&'a Int8Array>>,
     periods: Option<&'a Date32Array>,
 }
 
@@ -227,10 +227,10 @@ impl<'a> BatchOutcomes<'a> {
                 OutcomeSource::Column(i) => batch
                     .column(*i)
                     .as_any()
-                    .downcast_ref::<Int64Array>()
+                    .downcast_ref::<Int8Array>()
                     .map(Some)
                     .ok_or_else(|| {
-                        Error::Internal("evaluate: an outcome column is not Int64".to_string())
+                        Error::Internal("evaluate: an outcome column is not Int8".to_string())
                     }),
                 OutcomeSource::Period(_) => Ok(None),
             })
@@ -249,7 +249,7 @@ impl<'a> BatchOutcomes<'a> {
         periods: &PeriodOutcomes,
     ) -> i64 {
         match (source, self.columns[rule]) {
-            (OutcomeSource::Column(_), Some(column)) => column.value(row),
+            (OutcomeSource::Column(_), Some(column)) => i64::from(column.value(row)),
             (OutcomeSource::Period(index), _) => self
                 .periods
                 .filter(|p| p.is_valid(row))
