@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{Array, Date32Array};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
 use datafusion::dataframe::DataFrame;
@@ -113,11 +113,24 @@ fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
         .collect()
 }
 
-/// Runs `frame`, returning its rows and their schema.
+/// Runs `frame`, returning its rows under one plain schema: every field
+/// nullable and without metadata (the parts of a union may differ in both).
 async fn collect(frame: DataFrame) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let planned = Arc::new(frame.schema().as_arrow().clone());
     let batches = frame.collect().await.map_err(Error::query("baseline"))?;
-    let schema = batches.first().map_or(planned, RecordBatch::schema);
+    let found = batches.first().map_or(planned, RecordBatch::schema);
+    let schema: SchemaRef = Arc::new(Schema::new(
+        found
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let batches = batches
+        .into_iter()
+        .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Error::arrow("baseline"))?;
     Ok((schema, batches))
 }
 
@@ -140,6 +153,16 @@ fn register_batches(
     ctx.register_table(name, Arc::new(table))
         .map_err(Error::query("baseline"))?;
     Ok(())
+}
+
+/// Runs `frame` and registers its rows as the in-memory table `name`.
+pub(crate) async fn register_frame(
+    ctx: &SessionContext,
+    name: &str,
+    frame: DataFrame,
+) -> Result<()> {
+    let (schema, batches) = collect(frame).await?;
+    register_batches(ctx, name, schema, batches)
 }
 
 /// Runs `frame` and registers its rows as the in-memory table `name`; returns them.

@@ -21,7 +21,7 @@ use crate::config::contract::Contract;
 use crate::config::plan::Metric;
 use crate::config::rules::Rule;
 use crate::error::{Error, Result};
-use crate::pipeline::baseline::{Baselined, quote, sql_string};
+use crate::pipeline::baseline::{Baselined, quote, register_frame, sql_string};
 use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label};
 use crate::transient::{PERIOD, prev_column};
 
@@ -73,21 +73,24 @@ pub async fn evaluate_aggregates(
     if rules.is_empty() || metrics.is_empty() {
         return Ok(PeriodOutcomes::default());
     }
-    let sql = aggregate_sql(
+    let ctx = &baselined.ctx;
+    let rows = rows_sql(
         contract,
         metrics,
-        rules,
-        average_periods,
         &baselined.contributor,
         (from, first_period),
     );
-    let batches = baselined
-        .ctx
+    let rows = ctx.sql(&rows).await.map_err(Error::query("aggregate"))?;
+    register_frame(ctx, "aggregate_rows", rows).await?;
+    let sql = periods_sql(metrics, rules, average_periods);
+    let batches = ctx
         .sql(&sql)
         .await
         .map_err(Error::query("aggregate"))?
         .collect()
         .await
+        .map_err(Error::query("aggregate"))?;
+    ctx.deregister_table("aggregate_rows")
         .map_err(Error::query("aggregate"))?;
     let mut outcomes = PeriodOutcomes::default();
     for batch in &batches {
@@ -97,11 +100,11 @@ pub async fn evaluate_aggregates(
     Ok(outcomes)
 }
 
-fn aggregate_sql(
+/// The drop's rows and the history periods' rows, with their period: only
+/// the columns the metrics read.
+fn rows_sql(
     contract: &Contract,
     metrics: &[Metric],
-    rules: &[&Rule],
-    average_periods: u32,
     contributor: &str,
     (from, first_period): (NaiveDate, NaiveDate),
 ) -> String {
@@ -114,9 +117,41 @@ fn aggregate_sql(
     columns.dedup();
     let columns: String = columns.iter().map(|c| format!("{}, ", quote(c))).collect();
     let period = format!("CAST(date_trunc('month', {order}) AS DATE)");
-    let metric_exprs: Vec<String> = metrics
+    let first_day = from.with_day(1).unwrap_or(from);
+    format!(
+        "SELECT {columns}{period} AS p, TRUE AS in_batch FROM batch \
+         UNION ALL \
+         SELECT {columns}{period} AS p, FALSE AS in_batch FROM silver \
+         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{first_day}' \
+           AND {order} < DATE '{first_period}'",
+        contributor_column = quote(&contract.contributor_column),
+        contributor = sql_string(contributor),
+    )
+}
+
+/// Each period's metrics (one aggregation per metric, joined on the period:
+/// a metric counting distinct values is then planned as a plain GROUP BY,
+/// far cheaper than a distinct accumulator), compared with the previous
+/// periods, and the rules' outcomes, over `aggregate_rows`.
+fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> String {
+    let metric_tables: String = metrics
         .iter()
-        .map(|m| format!("{} AS {}", m.expression, quote(&m.name)))
+        .enumerate()
+        .map(|(i, m)| {
+            format!(
+                ", metric_{i} AS (SELECT p, {} AS {} FROM aggregate_rows GROUP BY p)",
+                m.expression,
+                quote(&m.name)
+            )
+        })
+        .collect();
+    let metric_columns: String = metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| format!(", metric_{i}.{}", quote(&m.name)))
+        .collect();
+    let metric_joins: String = (0..metrics.len())
+        .map(|i| format!(" LEFT JOIN metric_{i} ON metric_{i}.p = flags.p"))
         .collect();
     let windows: Vec<String> = metrics
         .iter()
@@ -151,20 +186,11 @@ fn aggregate_sql(
             ]
         })
         .collect();
-    let first_day = from.with_day(1).unwrap_or(from);
     format!(
-        "WITH all_rows AS (\
-           SELECT {columns}{period} AS p, TRUE AS in_batch FROM batch \
-           UNION ALL \
-           SELECT {columns}{period} AS p, FALSE AS in_batch FROM silver \
-           WHERE {contributor_column} = {contributor} AND {order} >= DATE '{first_day}' \
-             AND {order} < DATE '{first_period}'), \
-         periods AS (SELECT p, bool_or(in_batch) AS in_batch, {metric_exprs} FROM all_rows GROUP BY p), \
+        "WITH flags AS (SELECT p, bool_or(in_batch) AS in_batch FROM aggregate_rows GROUP BY p){metric_tables}, \
+         periods AS (SELECT flags.p, flags.in_batch{metric_columns} FROM flags{metric_joins}), \
          compared AS (SELECT *, {windows}, LAG(p) OVER (ORDER BY p) IS NOT NULL AS has_previous FROM periods) \
          SELECT p AS {period_name}, {metric_names}, {outcomes} FROM compared WHERE in_batch",
-        contributor_column = quote(&contract.contributor_column),
-        contributor = sql_string(contributor),
-        metric_exprs = metric_exprs.join(", "),
         windows = windows.join(", "),
         period_name = quote(PERIOD),
         metric_names = metric_names.join(", "),
