@@ -3,7 +3,7 @@
 //! Parquet, and shows how the run's time moves with history length (3, 12 and
 //! 36 months) and with five times the rules. The compared runs are `--dry-run`
 //! child processes (everything but the commit, so one drop can be measured
-//! under several settings), timed from outside, with their peak RSS read from
+//! under several settings; the median of three counts), timed from outside, with their peak RSS read from
 //! `/proc` while they run; a last, real run of the 12-month drop shows the
 //! commit too.
 
@@ -50,7 +50,7 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
     for history in [3u32, 12, 36] {
         let ws = Workspace::create(&dir.join(format!("history-{history}"))).await?;
         let drop_id = load_history(&ws, accounts, history).await?;
-        let measure = measure_run(&ws, "credit_statements.toml", &drop_id, DRY_RUN)?;
+        let measure = median_run(&ws, "credit_statements.toml", &drop_id)?;
         print_measure(
             &format!("run, {history} months of history"),
             accounts,
@@ -65,7 +65,7 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
         floor.as_secs_f64()
     );
     write_five_fold_rules(ws)?;
-    let five = measure_run(ws, "credit_statements_x5.toml", drop_id, DRY_RUN)?;
+    let five = median_run(ws, "credit_statements_x5.toml", drop_id)?;
     print_measure("run, 12 months, 5x rules", accounts, &five);
     let committed = measure_run(ws, "credit_statements.toml", drop_id, COMMIT)?;
     print_measure("run, 12 months, committed", accounts, &committed);
@@ -199,6 +199,19 @@ async fn commit_history(
 const DRY_RUN: bool = true;
 /// Measure a run with its commit.
 const COMMIT: bool = false;
+
+/// How many times each compared dry run is repeated; the median counts.
+const REPEATS: usize = 3;
+
+/// The median (by wall time) of [`REPEATS`] dry runs: one run on a shared
+/// machine varies by about 10%, enough to blur a ratio.
+fn median_run(ws: &Workspace, config: &str, drop_id: &str) -> Result<Measure> {
+    let mut runs = (0..REPEATS)
+        .map(|_| measure_run(ws, config, drop_id, DRY_RUN))
+        .collect::<Result<Vec<_>>>()?;
+    runs.sort_by_key(|m| m.wall);
+    Ok(runs.swap_remove(REPEATS / 2))
+}
 
 /// Runs `silverline run` (with `--dry-run` if `dry_run`) as a child process and measures it.
 fn measure_run(ws: &Workspace, config: &str, drop_id: &str, dry_run: bool) -> Result<Measure> {
