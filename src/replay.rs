@@ -153,20 +153,32 @@ async fn corrected_rows<'a>(
     contributor: &str,
     open: &BTreeMap<&str, &'a ExceptionEvent>,
 ) -> Result<(Vec<ReplayRow<'a>>, Vec<String>)> {
-    let mut rows = Vec::new();
+    let mut rows: Vec<ReplayRow<'a>> = Vec::new();
     let mut skipped = Vec::new();
-    for object in dq_error.list(&corrections_folder(contributor)).await? {
-        if !object.relative.to_ascii_lowercase().ends_with(".csv") {
-            continue;
-        }
-        for (id, values) in read_rows(dq_error, &object.relative).await? {
+    let mut taken = std::collections::HashSet::new();
+    let mut files: Vec<String> = dq_error
+        .list(&corrections_folder(contributor))
+        .await?
+        .into_iter()
+        .map(|o| o.relative)
+        .filter(|path| path.to_ascii_lowercase().ends_with(".csv"))
+        .collect();
+    files.sort();
+    for file in files {
+        let url = dq_error.url_of(&file);
+        for (id, values) in read_rows(dq_error, &file).await? {
             match open.get(id.as_str()) {
                 Some(exception) if exception.status == ExceptionStatus::Quarantined => {
-                    rows.push(ReplayRow { exception, values })
+                    if taken.insert(id.clone()) {
+                        rows.push(ReplayRow { exception, values });
+                    } else {
+                        skipped.push(format!(
+                            "{url}: exception {id} is corrected in an earlier file (by name), which is used"
+                        ));
+                    }
                 }
                 _ => skipped.push(format!(
-                    "{}: exception {id} is not quarantined (resolved, pending or unknown)",
-                    dq_error.url_of(&object.relative)
+                    "{url}: exception {id} is not quarantined (resolved, pending or unknown)"
                 )),
             }
         }
@@ -198,7 +210,12 @@ async fn read_rows(
                 location: format!("{url}:{}", index + 2),
                 reason: format!("the row has no {EXCEPTION_ID}"),
             })?;
-        rows.insert(id, row);
+        if rows.insert(id.clone(), row).is_some() {
+            return Err(Error::BadDrop {
+                location: format!("{url}:{}", index + 2),
+                reason: format!("exception {id} appears twice in the file"),
+            });
+        }
     }
     Ok(rows)
 }

@@ -37,3 +37,21 @@ pub fn prev_column(column: &str) -> String {
 }
 /// The id of the exception a row set aside is (dq_error files, replay).
 pub const EXCEPTION_ID: &str = "_exception_id";
+
+/// `batch` with `extra` columns appended; the batch's own columns are shared,
+/// not copied. `stage` names the stage in an error.
+pub fn with_columns(
+    batch: &arrow::record_batch::RecordBatch,
+    extra: Vec<(arrow::datatypes::Field, arrow::array::ArrayRef)>,
+    stage: &'static str,
+) -> crate::Result<arrow::record_batch::RecordBatch> {
+    let schema = batch.schema();
+    let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().iter().cloned().collect();
+    let mut columns = batch.columns().to_vec();
+    for (field, column) in extra {
+        fields.push(std::sync::Arc::new(field));
+        columns.push(column);
+    }
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+    arrow::record_batch::RecordBatch::try_new(schema, columns).map_err(crate::Error::arrow(stage))
+}

@@ -130,7 +130,6 @@ async fn write_share(
     let spec = metadata.default_partition_spec().clone();
     let stamped = batches
         .iter()
-        .filter(|b| b.num_rows() > 0)
         .map(|b| {
             RecordBatch::try_new(arrow_schema.clone(), b.columns().to_vec())
                 .map_err(Error::arrow("write"))

@@ -692,4 +692,27 @@ pub async fn corrected_quarantine_rows_are_replayed(ws: &Workspace) {
     assert_eq!(again.replayed, 0);
     assert_eq!(again.skipped.len(), 1, "{:?}", again.skipped);
     assert_eq!(silver_rows_of(ws, "FIX_Q").await, 11);
+    // The other row corrected in two files: the first file's correction is
+    // replayed, the second is reported, not replayed a second time.
+    let second_row = text
+        .lines()
+        .find(|l| l.contains(&rows[1].account))
+        .unwrap()
+        .replace("-7.00", "7.00");
+    for name in ["fix-2.csv", "fix-3.csv"] {
+        let corrected = format!("{header}\n{second_row}\n");
+        ws.put_output(&format!("{folder}/{name}"), corrected.into_bytes())
+            .await
+            .unwrap();
+    }
+    let both = replay(&ws.plan, "FIX_Q", &options).await.unwrap();
+    assert_eq!(both.replayed, 1);
+    assert!(
+        both.skipped
+            .iter()
+            .any(|s| s.contains("fix-3.csv") && s.contains("earlier file")),
+        "{:?}",
+        both.skipped
+    );
+    assert_eq!(silver_rows_of(ws, "FIX_Q").await, 12);
 }

@@ -8,14 +8,14 @@
 //! millions of one-row partitions spend their time slicing arrays, while this
 //! groups rows by an encoded entity key and sorts plain integers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Date32Array, Int64Array, StringArray, new_null_array,
 };
 use arrow::compute::{cast, concat, interleave};
-use arrow::datatypes::{Field, Schema};
+use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, Rows, SortField};
 use chrono::{Datelike, NaiveDate};
@@ -24,6 +24,7 @@ use crate::config::contract::Contract;
 use crate::error::{Error, Result};
 use crate::transient::{
     DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, prev_column,
+    with_columns,
 };
 
 /// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
@@ -75,27 +76,19 @@ pub fn lag(
     let members = sorted_members(&drop_keys, &drop_order, &history_keys, &history_order)?;
     let links = link(&members, rows.num_rows());
 
-    let mut fields: Vec<Field> = rows
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
+    let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 5);
     for name in prev {
         let current = column(rows, name)?;
         let committed =
             cast(&history.column(name)?, current.data_type()).map_err(Error::arrow("baseline"))?;
         let previous = previous_values(current, &committed, &links.previous)?;
-        fields.push(Field::new(
-            prev_column(name),
-            current.data_type().clone(),
-            true,
+        extra.push((
+            Field::new(prev_column(name), current.data_type().clone(), true),
+            previous,
         ));
-        columns.push(previous);
     }
     let has_baseline: BooleanArray = links.previous.iter().map(|p| Some(p.is_some())).collect();
-    let extra: [(&str, ArrayRef); 5] = [
+    let flags: [(&str, ArrayRef); 5] = [
         (
             KEY_OCCURRENCES,
             Arc::new(Int64Array::from(links.occurrences)),
@@ -108,46 +101,52 @@ pub fn lag(
         ),
         (PERIOD, Arc::new(month_starts(&drop_order))),
     ];
-    for (name, array) in extra {
-        fields.push(Field::new(name, array.data_type().clone(), true));
-        columns.push(array);
-    }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(Error::arrow("baseline"))
+    extra.extend(
+        flags
+            .into_iter()
+            .map(|(name, array)| (Field::new(name, array.data_type().clone(), true), array)),
+    );
+    with_columns(rows, extra, "baseline")
 }
 
-/// The columns of the history batches the LAG reads, each concatenated.
-struct HistoryColumns<'a> {
-    batches: &'a [RecordBatch],
-    rows: usize,
+/// The history columns the LAG reads (entity key and `prev` columns), each
+/// concatenated over the history batches once.
+struct HistoryColumns {
+    columns: HashMap<String, ArrayRef>,
 }
 
-impl<'a> HistoryColumns<'a> {
+impl HistoryColumns {
     fn new(
         contract: &Contract,
         prev: &BTreeSet<String>,
-        batches: &'a [RecordBatch],
-    ) -> Result<HistoryColumns<'a>> {
-        let rows = batches.iter().map(RecordBatch::num_rows).sum();
-        let columns = HistoryColumns { batches, rows };
-        for name in contract.entity_key.iter().chain(prev) {
-            if rows > 0 {
-                columns.column(name)?;
-            }
-        }
-        Ok(columns)
+        batches: &[RecordBatch],
+    ) -> Result<HistoryColumns> {
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let columns = contract
+            .entity_key
+            .iter()
+            .chain(prev)
+            .map(|name| {
+                if rows == 0 {
+                    return Ok((name.clone(), new_null_array(&DataType::Null, 0)));
+                }
+                let parts = batches
+                    .iter()
+                    .map(|b| column(b, name).map(|c| c.as_ref()))
+                    .collect::<Result<Vec<&dyn Array>>>()?;
+                let joined = concat(&parts).map_err(Error::arrow("baseline"))?;
+                Ok((name.clone(), joined))
+            })
+            .collect::<Result<_>>()?;
+        Ok(HistoryColumns { columns })
     }
 
     /// One column over every history batch (an empty, untyped array when there is no history).
     fn column(&self, name: &str) -> Result<ArrayRef> {
-        if self.rows == 0 {
-            return Ok(new_null_array(&arrow::datatypes::DataType::Null, 0));
-        }
-        let parts = self
-            .batches
-            .iter()
-            .map(|b| column(b, name).map(|c| c.as_ref()))
-            .collect::<Result<Vec<&dyn Array>>>()?;
-        concat(&parts).map_err(Error::arrow("baseline"))
+        self.columns
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("baseline: history column {name} not read")))
     }
 }
 

@@ -22,7 +22,7 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int8Array, ListBuilder,
     StringBuilder, StructBuilder,
 };
-use arrow::datatypes::{DataType, Field, Fields, Schema};
+use arrow::datatypes::{DataType, Field, Fields};
 use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 
@@ -30,7 +30,9 @@ use crate::config::Plan;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
-use crate::transient::{DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX};
+use crate::transient::{
+    DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, with_columns,
+};
 use aggregate::{PeriodOutcomes, PeriodReport};
 use reference::ReferenceSources;
 
@@ -358,18 +360,20 @@ fn judge_batch(
         passed.append_value(row_worst.is_none_or(|s| s == Severity::Warn));
         worst.append_option(row_worst.map(Severity::as_str));
     }
-    let mut fields: Vec<Field> = batch.schema().fields()[..kept]
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(errors_field());
-    fields.push(Field::new(DQ_PASSED, DataType::Boolean, false));
-    fields.push(Field::new(DQ_SEVERITY, DataType::Utf8, true));
-    let mut columns: Vec<ArrayRef> = batch.columns()[..kept].to_vec();
-    columns.push(Arc::new(errors.finish()));
-    columns.push(Arc::new(passed.finish()));
-    columns.push(Arc::new(worst.finish()));
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(Error::arrow("evaluate"))
+    let own: Vec<usize> = (0..kept).collect();
+    let own = batch.project(&own).map_err(Error::arrow("evaluate"))?;
+    let verdicts: Vec<(Field, ArrayRef)> = vec![
+        (errors_field(), Arc::new(errors.finish())),
+        (
+            Field::new(DQ_PASSED, DataType::Boolean, false),
+            Arc::new(passed.finish()),
+        ),
+        (
+            Field::new(DQ_SEVERITY, DataType::Utf8, true),
+            Arc::new(worst.finish()),
+        ),
+    ];
+    with_columns(&own, verdicts, "evaluate")
 }
 
 /// Appends one (rule, severity, message) entry to the current row's error list.

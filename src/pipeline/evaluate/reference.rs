@@ -18,7 +18,7 @@ use crate::config::plan::{Reference, ReferenceFormat};
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::baseline::Baselined;
-use crate::transient::REF_PREFIX;
+use crate::transient::{REF_PREFIX, with_columns};
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
@@ -41,7 +41,12 @@ pub async fn join_references(
             });
         }
         let flags = reference_flags(reference, &batches, &rows)?;
-        rows = with_column(&rows, &format!("{REF_PREFIX}{}", reference.name), flags)?;
+        let field = Field::new(
+            format!("{REF_PREFIX}{}", reference.name),
+            DataType::Boolean,
+            true,
+        );
+        rows = with_columns(&rows, vec![(field, Arc::new(flags))], "reference")?;
     }
     baselined.replace_rows(rows).await?;
     Ok(baselined)
@@ -101,20 +106,6 @@ fn encode_keys(
 
 fn complete(columns: &[ArrayRef], row: usize) -> bool {
     columns.iter().all(|c| c.is_valid(row))
-}
-
-/// `rows` with one more column.
-fn with_column(rows: &RecordBatch, name: &str, column: BooleanArray) -> Result<RecordBatch> {
-    let mut fields: Vec<Field> = rows
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(name, DataType::Boolean, true));
-    let mut columns = rows.columns().to_vec();
-    columns.push(Arc::new(column));
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(Error::arrow("reference"))
 }
 
 /// Where reference tables are read from.
