@@ -14,6 +14,7 @@ pub mod claim;
 pub mod commit;
 pub mod evaluate;
 pub mod exceptions;
+pub mod keys;
 pub mod mask;
 pub mod read;
 pub mod route;
@@ -248,6 +249,13 @@ async fn process_stages(
     let plan = context.plan;
     let contributor = &context.drop.contributor;
     let mut clock = Instant::now();
+    let known_keys = tokio::spawn(evaluate::reference::load_known_keys(
+        evaluate::references_read_by(plan, rules),
+        evaluate::reference::ReferenceSources {
+            stores: context.stores.clone(),
+            catalog: context.catalog.clone(),
+        },
+    ));
     progress.stage("reading");
 
     let files = std::mem::take(&mut claim.files);
@@ -276,11 +284,10 @@ async fn process_stages(
         summary.baseline.window_to = Some(to.to_string());
     }
     clock = lap(summary, "baseline", clock);
-    let sources = evaluate::reference::ReferenceSources {
-        stores: &context.stores,
-        catalog: context.catalog.as_ref(),
-    };
-    let judged = evaluate::evaluate_rules(baselined, rules, plan, sources).await?;
+    let known_keys = known_keys
+        .await
+        .map_err(|e| Error::Internal(format!("loading the references: {e}")))??;
+    let judged = evaluate::evaluate_rules(baselined, rules, plan, &known_keys).await?;
     summary.aggregates = judged.periods.clone();
     summary.baseline.rows_with_baseline = judged.with_baseline;
     summary.baseline.rows_without_baseline = judged.without_baseline;

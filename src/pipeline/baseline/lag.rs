@@ -9,6 +9,8 @@
 //! groups rows by an encoded entity key and sorts plain integers.
 
 use std::collections::{BTreeSet, HashMap};
+
+use super::{Entities, History};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -17,7 +19,6 @@ use arrow::array::{
 use arrow::compute::{cast, concat, interleave};
 use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, Rows, SortField};
 use chrono::{Datelike, NaiveDate};
 
 use crate::config::contract::Contract;
@@ -51,30 +52,24 @@ struct Member {
 /// The drop's rows with `prev_<c>` for each column of `prev`, then
 /// `_key_occurrences`, `_key_committed`, `_has_baseline`,
 /// `_drop_contributor` and `_period`.
-pub fn lag(
+pub(super) fn lag(
     contract: &Contract,
     prev: &BTreeSet<String>,
     contributor: &str,
     rows: &RecordBatch,
-    history: &[RecordBatch],
+    entities: &Entities,
+    history: &History,
 ) -> Result<RecordBatch> {
-    let history = HistoryColumns::new(contract, prev, history)?;
-    let converter = RowConverter::new(
-        contract
-            .entity_key
-            .iter()
-            .map(|c| Ok(SortField::new(column(rows, c)?.data_type().clone())))
-            .collect::<Result<Vec<_>>>()?,
-    )
-    .map_err(Error::arrow("baseline"))?;
-    let drop_keys = entity_rows(&converter, contract, |c| column(rows, c).cloned())?;
-    let history_keys = entity_rows(&converter, contract, |c| {
-        cast(&history.column(c)?, column(rows, c)?.data_type()).map_err(Error::arrow("baseline"))
-    })?;
+    let committed_rows = HistoryColumns::new(contract, prev, &history.batches)?;
     let drop_order = dates(column(rows, &contract.order_column)?)?;
-    let history_order = dates(&history.column(&contract.order_column)?)?;
-    let members = sorted_members(&drop_keys, &drop_order, &history_keys, &history_order)?;
+    let history_order = dates(&committed_rows.column(&contract.order_column)?)?;
+    let members = sorted_members(
+        entities.count(),
+        (entities.of_rows(), &drop_order),
+        (&history.entities, &history_order),
+    )?;
     let links = link(&members, rows.num_rows());
+    let history = committed_rows;
 
     let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 5);
     for name in prev {
@@ -156,25 +151,6 @@ fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef> {
         .ok_or_else(|| Error::Internal(format!("baseline: column {name} is missing")))
 }
 
-/// The entity key of every row, encoded so that equal keys are equal bytes.
-fn entity_rows(
-    converter: &RowConverter,
-    contract: &Contract,
-    column_of: impl Fn(&str) -> Result<ArrayRef>,
-) -> Result<Rows> {
-    let columns = contract
-        .entity_key
-        .iter()
-        .map(|c| column_of(c))
-        .collect::<Result<Vec<_>>>()?;
-    if columns.iter().any(|c| c.is_empty()) {
-        return Ok(converter.empty_rows(0, 0));
-    }
-    converter
-        .convert_columns(&columns)
-        .map_err(Error::arrow("baseline"))
-}
-
 /// Days since the epoch; a null date sorts last (as NULLS LAST would).
 fn dates(array: &ArrayRef) -> Result<Vec<i32>> {
     if array.is_empty() {
@@ -187,35 +163,53 @@ fn dates(array: &ArrayRef) -> Result<Vec<i32>> {
     Ok(dates.iter().map(|d| d.unwrap_or(i32::MAX)).collect())
 }
 
-/// Every history and drop row, numbered by entity and sorted by (entity,
-/// order, history before drop).
+/// Every history and drop row, sorted by (entity, order, history before
+/// drop): a counting sort on the entity, then each entity's few rows sorted.
 fn sorted_members(
-    drop_keys: &Rows,
-    drop_order: &[i32],
-    history_keys: &Rows,
-    history_order: &[i32],
+    entity_count: usize,
+    (drop_entities, drop_order): (&[u32], &[i32]),
+    (history_entities, history_order): (&[u32], &[i32]),
 ) -> Result<Vec<Member>> {
-    let total = drop_order.len() + history_order.len();
     let too_many = || Error::Internal("baseline: more than 4 billion rows".to_string());
-    let mut entities: ahash::AHashMap<&[u8], u32> = ahash::AHashMap::with_capacity(total);
-    let mut members = Vec::with_capacity(total);
     let sides = [
-        (history_keys, history_order, false),
-        (drop_keys, drop_order, true),
+        (history_entities, history_order, false),
+        (drop_entities, drop_order, true),
     ];
-    for (keys, order, in_drop) in sides {
-        for (index, date) in order.iter().enumerate() {
-            let next = u32::try_from(entities.len()).map_err(|_| too_many())?;
-            let entity = *entities.entry(keys.row(index).data()).or_insert(next);
-            members.push(Member {
-                entity,
+    let mut starts = vec![0usize; entity_count + 1];
+    for (entities, _, _) in sides {
+        for entity in entities {
+            starts[*entity as usize + 1] += 1;
+        }
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let total = starts[entity_count];
+    let mut next = starts.clone();
+    let unset = Member {
+        entity: 0,
+        order: 0,
+        in_drop: false,
+        index: 0,
+    };
+    let mut members = vec![unset; total];
+    for (entities, order, in_drop) in sides {
+        for (index, (entity, date)) in entities.iter().zip(order).enumerate() {
+            let slot = &mut next[*entity as usize];
+            members[*slot] = Member {
+                entity: *entity,
                 order: *date,
                 in_drop,
                 index: u32::try_from(index).map_err(|_| too_many())?,
-            });
+            };
+            *slot += 1;
         }
     }
-    members.sort_unstable();
+    for bounds in starts.windows(2) {
+        if bounds[1] - bounds[0] > 1 {
+            members[bounds[0]..bounds[1]].sort_unstable();
+        }
+    }
     Ok(members)
 }
 

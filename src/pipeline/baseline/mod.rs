@@ -18,8 +18,9 @@ mod lag;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arrow::array::{Array, Date32Array};
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::array::{Array, ArrayRef, Date32Array, UInt32Array};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
 use datafusion::dataframe::DataFrame;
@@ -32,6 +33,8 @@ use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
 use crate::infra::query::new_session;
+use crate::pipeline::keys::KeyIndex;
+use futures::TryStreamExt;
 
 /// The drop's rows with their previous state attached, not yet computed.
 pub struct Baselined {
@@ -64,15 +67,17 @@ pub async fn load_baseline(
         .map_err(Error::query("baseline"))?;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules);
+    let entities = Entities::of_drop(contract, &rows)?;
     let history = HistoryRead {
         contract,
         prev: &prev,
         contributor,
         lookback_months,
+        entities: &entities,
     };
     let history = history.read(&ctx, window).await?;
-    tracing::debug!(rows = row_count(&history), "history read");
-    let lagged = lag::lag(contract, &prev, contributor, &rows, &history)?;
+    tracing::debug!(rows = history.rows(), "history read");
+    let lagged = lag::lag(contract, &prev, contributor, &rows, &entities, &history)?;
     tracing::debug!("lagged");
     drop(history);
     let frame = register_rows(&ctx, &lagged).await?;
@@ -165,21 +170,6 @@ pub(crate) async fn register_frame(
     register_batches(ctx, name, schema, batches)
 }
 
-/// Runs `frame` and registers its rows as the in-memory table `name`; returns them.
-async fn collect_into(
-    ctx: &SessionContext,
-    name: &str,
-    frame: DataFrame,
-) -> Result<Vec<RecordBatch>> {
-    let (schema, batches) = collect(frame).await?;
-    register_batches(ctx, name, schema, batches.clone())?;
-    Ok(batches)
-}
-
-fn row_count(batches: &[RecordBatch]) -> usize {
-    batches.iter().map(RecordBatch::num_rows).sum()
-}
-
 /// The first day of the drop's earliest period, from the window's start.
 fn first_period(window_from: NaiveDate, lookback_months: u32) -> NaiveDate {
     window_from
@@ -187,20 +177,121 @@ fn first_period(window_from: NaiveDate, lookback_months: u32) -> NaiveDate {
         .unwrap_or(window_from)
 }
 
+/// The drop's entities, numbered: every drop row's entity and the index that
+/// finds a history row's entity.
+pub(crate) struct Entities {
+    index: KeyIndex,
+    /// The entity of each drop row.
+    of_rows: Vec<u32>,
+    types: Vec<DataType>,
+}
+
+impl Entities {
+    fn of_drop(contract: &Contract, rows: &RecordBatch) -> Result<Entities> {
+        let columns = key_columns(contract, rows)?;
+        let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
+        let mut index = KeyIndex::new(&types, "baseline")?;
+        let of_rows = index.insert(&columns)?;
+        Ok(Entities {
+            index,
+            of_rows,
+            types,
+        })
+    }
+
+    /// The entity of each drop row.
+    pub(crate) fn of_rows(&self) -> &[u32] {
+        &self.of_rows
+    }
+
+    /// How many distinct entities the drop holds.
+    pub(crate) fn count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The drop entity of each of `batch`'s rows (`None`: not in the drop).
+    fn find(&self, contract: &Contract, batch: &RecordBatch) -> Result<Vec<Option<u32>>> {
+        let columns = key_columns(contract, batch)?
+            .iter()
+            .zip(&self.types)
+            .map(|(c, t)| cast(c, t).map_err(Error::arrow("baseline")))
+            .collect::<Result<Vec<_>>>()?;
+        self.index.find(&columns)
+    }
+}
+
+fn key_columns(contract: &Contract, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    contract
+        .entity_key
+        .iter()
+        .map(|c| {
+            batch
+                .column_by_name(c)
+                .cloned()
+                .ok_or_else(|| Error::Internal(format!("baseline: key column {c} is missing")))
+        })
+        .collect()
+}
+
+/// Committed rows the LAG reads: the key, the order column and the columns
+/// rules look back at, each row with its drop entity.
+#[derive(Default)]
+pub(crate) struct History {
+    /// The rows, in batches of the same schema.
+    pub(crate) batches: Vec<RecordBatch>,
+    /// The drop entity of every row, batch after batch.
+    pub(crate) entities: Vec<u32>,
+}
+
+impl History {
+    fn rows(&self) -> usize {
+        self.entities.len()
+    }
+
+    /// Keeps the rows of `batch` whose entity is in the drop and `wanted`;
+    /// returns the entities kept.
+    fn keep(
+        &mut self,
+        batch: &RecordBatch,
+        found: Vec<Option<u32>>,
+        wanted: impl Fn(u32) -> bool,
+    ) -> Result<Vec<u32>> {
+        let (rows, entities): (Vec<u32>, Vec<u32>) = found
+            .into_iter()
+            .enumerate()
+            .filter_map(|(row, entity)| entity.filter(|e| wanted(*e)).map(|e| (row as u32, e)))
+            .unzip();
+        if entities.is_empty() {
+            return Ok(entities);
+        }
+        let kept = if rows.len() == batch.num_rows() {
+            batch.clone()
+        } else {
+            arrow::compute::take_record_batch(batch, &UInt32Array::from(rows))
+                .map_err(Error::arrow("baseline"))?
+        };
+        self.batches.push(kept);
+        self.entities.extend_from_slice(&entities);
+        Ok(entities)
+    }
+}
+
 /// Reads the history the LAG needs, latest state first.
 ///
 /// Every entity of the drop needs its latest committed state before the
 /// drop's first period, which for almost every entity sits in the month just
-/// before. So months are read newest first, each only for the entities not
-/// found yet, and reading stops when none is left or the lookback window ends:
-/// the cost follows the drop, not the table. Rows committed in the drop's own
-/// periods are read too (resubmissions, backfill overlap). Only this
-/// contributor's partitions and only the columns rules need are read.
+/// before. So months are read newest first, each keeping only the rows of the
+/// entities not found yet, and reading stops when none is left or the
+/// lookback window ends: the cost follows the drop, not the table. Rows
+/// committed in the drop's own periods are read too (resubmissions, backfill
+/// overlap). Only this contributor's partitions and only the columns rules
+/// need are read, streamed, and only rows of the drop's entities are kept.
 struct HistoryRead<'a> {
     contract: &'a Contract,
     prev: &'a BTreeSet<String>,
     contributor: &'a str,
     lookback_months: u32,
+    entities: &'a Entities,
 }
 
 impl HistoryRead<'_> {
@@ -210,76 +301,63 @@ impl HistoryRead<'_> {
         &self,
         ctx: &SessionContext,
         window: Option<(NaiveDate, NaiveDate)>,
-    ) -> Result<Vec<RecordBatch>> {
+    ) -> Result<History> {
+        let mut history = History::default();
         let Some((from, to)) = window else {
-            return Ok(Vec::new());
+            return Ok(history);
         };
         let first_period = first_period(from, self.lookback_months);
-        let same_periods = self.select_months(first_period, to.succ_opt().unwrap_or(to), false);
-        let (_, mut history) = collect(self.query(ctx, &same_periods).await?).await?;
-        let wanted = format!("SELECT DISTINCT {} FROM batch", self.entity_columns());
-        collect_into(ctx, "wanted", self.query(ctx, &wanted).await?).await?;
+        let mut wanted = vec![true; self.entities.count()];
+        let mut still_wanted = wanted.len();
+        let end = to.succ_opt().unwrap_or(to);
+        self.scan(ctx, (first_period, end), &mut history, |_| true)
+            .await?;
         let mut month_end = first_period;
-        while month_end > from {
+        while month_end > from && still_wanted > 0 {
             let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
-            let sql = self.select_months(month_start, month_end, true);
-            let found = collect_into(ctx, "found", self.query(ctx, &sql).await?).await?;
-            tracing::debug!(month = %month_start, found = row_count(&found), "history read");
-            if row_count(&found) > 0 {
-                history.extend(found);
-                let still_wanted = format!(
-                    "SELECT * FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM found f WHERE {})",
-                    self.entity_match("w", "f")
-                );
-                let remaining = self.query(ctx, &still_wanted).await?;
-                if row_count(&collect_into(ctx, "wanted", remaining).await?) == 0 {
-                    break;
+            let found = self
+                .scan(ctx, (month_start, month_end), &mut history, |e| {
+                    wanted[e as usize]
+                })
+                .await?;
+            for entity in found {
+                if std::mem::replace(&mut wanted[entity as usize], false) {
+                    still_wanted -= 1;
                 }
             }
+            tracing::debug!(month = %month_start, still_wanted, "history read");
             month_end = month_start;
         }
         Ok(history)
     }
 
-    async fn query(&self, ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
-        ctx.sql(sql).await.map_err(Error::query("baseline"))
-    }
-
-    /// This contributor's rows with `start <= order < end`, projected; with
-    /// `only_wanted`, only those of entities still wanted.
-    fn select_months(&self, start: NaiveDate, end: NaiveDate, only_wanted: bool) -> String {
+    /// Streams this contributor's rows with `start <= order < end`,
+    /// keeping those of wanted drop entities; returns the entities found.
+    async fn scan(
+        &self,
+        ctx: &SessionContext,
+        (start, end): (NaiveDate, NaiveDate),
+        history: &mut History,
+        wanted: impl Fn(u32) -> bool,
+    ) -> Result<Vec<u32>> {
         let order = quote(&self.contract.order_column);
-        let mut sql = format!(
+        let sql = format!(
             "SELECT {} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
             history_projection(self.contract, self.prev),
             quote(&self.contract.contributor_column),
             sql_string(self.contributor)
         );
-        if only_wanted {
-            sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM wanted w WHERE {})",
-                self.entity_match("w", "s")
-            ));
+        let frame = ctx.sql(&sql).await.map_err(Error::query("baseline"))?;
+        let mut stream = frame
+            .execute_stream()
+            .await
+            .map_err(Error::query("baseline"))?;
+        let mut found = Vec::new();
+        while let Some(batch) = stream.try_next().await.map_err(Error::query("baseline"))? {
+            let entities = self.entities.find(self.contract, &batch)?;
+            found.extend(history.keep(&batch, entities, &wanted)?);
         }
-        sql
-    }
-
-    fn entity_columns(&self) -> String {
-        self.contract
-            .entity_key
-            .iter()
-            .map(|c| quote(c))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    fn entity_match(&self, left: &str, right: &str) -> String {
-        self.contract
-            .entity_key
-            .iter()
-            .map(|c| format!("{left}.{0} = {right}.{0}", quote(c)))
-            .collect::<Vec<_>>()
-            .join(" AND ")
+        Ok(found)
     }
 }
 
@@ -356,23 +434,13 @@ pub fn sql_string(value: &str) -> String {
 }
 
 /// History rows carry only the key, the order column and the columns rules
-/// look back at; every other column is a typed NULL, so nothing else is read.
+/// look back at, in the contract's order: nothing else is read.
 fn history_projection(contract: &Contract, prev: &BTreeSet<String>) -> String {
     contract
         .columns
         .iter()
-        .map(|c| {
-            let needed = prev.contains(&c.name) || contract.entity_key.contains(&c.name);
-            if needed {
-                quote(&c.name)
-            } else {
-                format!(
-                    "CAST(NULL AS {}) AS {}",
-                    c.column_type.sql_type(),
-                    quote(&c.name)
-                )
-            }
-        })
+        .filter(|c| prev.contains(&c.name) || contract.entity_key.contains(&c.name))
+        .map(|c| quote(&c.name))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -27,6 +27,7 @@ use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 
 use crate::config::Plan;
+use crate::config::plan::Reference;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
@@ -34,7 +35,7 @@ use crate::transient::{
     DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, with_columns,
 };
 use aggregate::{PeriodOutcomes, PeriodReport};
-use reference::ReferenceSources;
+use reference::KnownKeys;
 
 /// The transient column holding the worst severity that fired on a row (null: none).
 pub const DQ_SEVERITY: &str = "_dq_severity";
@@ -103,20 +104,24 @@ enum OutcomeSource {
     Period(usize),
 }
 
-/// Evaluates `rules` over the baselined rows.
+/// The references `rules` read.
+pub fn references_read_by(plan: &Plan, rules: &[&Rule]) -> Vec<Reference> {
+    plan.references
+        .iter()
+        .filter(|r| rules.iter().any(|rule| rule.references.contains(&r.name)))
+        .cloned()
+        .collect()
+}
+
+/// Evaluates `rules` over the baselined rows, with the keys of the references they read.
 pub async fn evaluate_rules(
     baselined: Baselined,
     rules: &[&Rule],
     plan: &Plan,
-    sources: ReferenceSources<'_>,
+    known: &[KnownKeys],
 ) -> Result<Judged> {
-    let referenced: Vec<_> = plan
-        .references
-        .iter()
-        .filter(|r| rules.iter().any(|rule| rule.references.contains(&r.name)))
-        .collect();
     let clock = std::time::Instant::now();
-    let baselined = reference::join_references(baselined, &referenced, sources).await?;
+    let baselined = reference::flag_references(baselined, known).await?;
     tracing::debug!(ms = clock.elapsed().as_millis() as u64, "references joined");
     let aggregate_rules: Vec<&Rule> = rules
         .iter()

@@ -2,8 +2,9 @@
 //! gets `_ref_<name>`, true where its key (compared as text) is among the
 //! reference's keys. This is a LEFT semi-join: a row without a match stays, to
 //! be set aside as pending, and a key repeated in the reference can never
-//! double a row. It is computed on encoded keys in a hash set, adding one
-//! column to the rows without copying them.
+//! double a row. The reference's keys are loaded and indexed while the drop is
+//! read ([`load_known_keys`]); flagging the rows then adds one column without
+//! copying them ([`flag_references`]).
 
 use std::sync::Arc;
 
@@ -11,38 +12,52 @@ use arrow::array::{Array, ArrayRef, BooleanArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, Rows, SortField};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::config::plan::{Reference, ReferenceFormat};
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::baseline::Baselined;
+use crate::pipeline::keys::KeyIndex;
 use crate::transient::{REF_PREFIX, with_columns};
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
-/// Adds `_ref_<name>` for every reference in `references` to the baselined rows.
-pub async fn join_references(
-    mut baselined: Baselined,
-    references: &[&Reference],
-    sources: ReferenceSources<'_>,
-) -> Result<Baselined> {
-    if references.is_empty() {
-        return Ok(baselined);
-    }
-    let mut rows = baselined.rows.clone();
+/// One reference's keys, loaded and indexed.
+pub struct KnownKeys {
+    reference: Reference,
+    index: KeyIndex,
+}
+
+/// Loads and indexes the keys of each of `references`.
+pub async fn load_known_keys(
+    references: Vec<Reference>,
+    sources: ReferenceSources,
+) -> Result<Vec<KnownKeys>> {
+    let mut known = Vec::with_capacity(references.len());
     for reference in references {
-        let batches = load_reference(reference, sources).await?;
+        let batches = load_reference(&reference, &sources).await?;
         if batches.iter().all(|b| b.num_rows() == 0) {
             return Err(Error::Usage {
                 arg: format!("references '{}'", reference.name),
                 reason: format!("no rows found under {}", reference.location),
             });
         }
-        let flags = reference_flags(reference, &batches, &rows)?;
+        known.push(index_keys(reference, &batches)?);
+    }
+    Ok(known)
+}
+
+/// Adds `_ref_<name>` for every reference in `known` to the baselined rows.
+pub async fn flag_references(mut baselined: Baselined, known: &[KnownKeys]) -> Result<Baselined> {
+    if known.is_empty() {
+        return Ok(baselined);
+    }
+    let mut rows = baselined.rows.clone();
+    for keys in known {
+        let flags = keys.flags(&rows)?;
         let field = Field::new(
-            format!("{REF_PREFIX}{}", reference.name),
+            format!("{REF_PREFIX}{}", keys.reference.name),
             DataType::Boolean,
             true,
         );
@@ -52,43 +67,31 @@ pub async fn join_references(
     Ok(baselined)
 }
 
-/// Whether each row's key is among the reference's keys (a null key part never matches).
-fn reference_flags(
-    reference: &Reference,
-    batches: &[RecordBatch],
-    rows: &RecordBatch,
-) -> Result<BooleanArray> {
-    let (row_columns, reference_columns): (Vec<&String>, Vec<&String>) = reference
-        .keys
-        .iter()
-        .map(|(row, other)| (row, other))
-        .unzip();
-    let converter = RowConverter::new(vec![SortField::new(DataType::Utf8); row_columns.len()])
-        .map_err(Error::arrow("reference"))?;
-    let encoded: Vec<(Rows, Vec<ArrayRef>)> = batches
-        .iter()
-        .map(|batch| encode_keys(&converter, batch, &reference_columns, &reference.name))
-        .collect::<Result<_>>()?;
-    let mut known = ahash::AHashSet::new();
-    for (keys, columns) in &encoded {
-        for row in (0..keys.num_rows()).filter(|r| complete(columns, *r)) {
-            known.insert(keys.row(row).data());
-        }
+/// Indexes the reference's key columns (as text) over every batch.
+fn index_keys(reference: Reference, batches: &[RecordBatch]) -> Result<KnownKeys> {
+    let columns: Vec<&String> = reference.keys.iter().map(|(_, other)| other).collect();
+    let mut index = KeyIndex::new(&vec![DataType::Utf8; columns.len()], "reference")?;
+    for batch in batches {
+        index.insert(&key_columns(batch, &columns, &reference.name)?)?;
     }
-    let (keys, columns) = encode_keys(&converter, rows, &row_columns, &reference.name)?;
-    Ok((0..rows.num_rows())
-        .map(|r| Some(complete(&columns, r) && known.contains(keys.row(r).data())))
-        .collect())
+    Ok(KnownKeys { reference, index })
 }
 
-/// The key columns of `batch` as text, and their encoding.
-fn encode_keys(
-    converter: &RowConverter,
-    batch: &RecordBatch,
-    names: &[&String],
-    reference: &str,
-) -> Result<(Rows, Vec<ArrayRef>)> {
-    let columns = names
+impl KnownKeys {
+    /// Whether each row's key is among the reference's keys (a null key part never matches).
+    fn flags(&self, rows: &RecordBatch) -> Result<BooleanArray> {
+        let columns: Vec<&String> = self.reference.keys.iter().map(|(row, _)| row).collect();
+        let columns = key_columns(rows, &columns, &self.reference.name)?;
+        let found = self.index.find(&columns)?;
+        Ok((0..rows.num_rows())
+            .map(|r| Some(found[r].is_some() && columns.iter().all(|c| c.is_valid(r))))
+            .collect())
+    }
+}
+
+/// The key columns of `batch`, as text.
+fn key_columns(batch: &RecordBatch, names: &[&String], reference: &str) -> Result<Vec<ArrayRef>> {
+    names
         .iter()
         .map(|name| {
             let column = batch.column_by_name(name).ok_or_else(|| Error::Usage {
@@ -97,35 +100,27 @@ fn encode_keys(
             })?;
             cast(column, &DataType::Utf8).map_err(Error::arrow("reference"))
         })
-        .collect::<Result<Vec<_>>>()?;
-    let keys = converter
-        .convert_columns(&columns)
-        .map_err(Error::arrow("reference"))?;
-    Ok((keys, columns))
-}
-
-fn complete(columns: &[ArrayRef], row: usize) -> bool {
-    columns.iter().all(|c| c.is_valid(row))
+        .collect()
 }
 
 /// Where reference tables are read from.
-#[derive(Clone, Copy)]
-pub struct ReferenceSources<'a> {
+#[derive(Clone)]
+pub struct ReferenceSources {
     /// Object storage, for CSV and Parquet references.
-    pub stores: &'a Stores,
+    pub stores: Stores,
     /// The catalog, for Iceberg references.
-    pub catalog: &'a dyn Catalog,
+    pub catalog: Arc<dyn Catalog>,
 }
 
 /// Reads a reference: an Iceberg table, or every file of a folder.
 async fn load_reference(
     reference: &Reference,
-    sources: ReferenceSources<'_>,
+    sources: &ReferenceSources,
 ) -> Result<Vec<RecordBatch>> {
     if reference.format == ReferenceFormat::Iceberg {
-        return load_iceberg_reference(reference, sources.catalog).await;
+        return load_iceberg_reference(reference, sources.catalog.as_ref()).await;
     }
-    load_reference_files(reference, sources.stores).await
+    load_reference_files(reference, &sources.stores).await
 }
 
 /// Scans the Iceberg table named `<namespace>.<table>` by the reference's location.
@@ -188,14 +183,18 @@ async fn load_reference_files(reference: &Reference, stores: &Stores) -> Result<
                     batches.push(batch.map_err(|e| bad(e.to_string()))?);
                 }
             }
-            ReferenceFormat::Csv => batches.extend(read_csv_as_text(&bytes).map_err(bad)?),
+            ReferenceFormat::Csv => {
+                let keys: Vec<&str> = reference.keys.iter().map(|(_, k)| k.as_str()).collect();
+                batches.extend(read_csv_keys(&bytes, &keys).map_err(bad)?)
+            }
         }
     }
     Ok(batches)
 }
 
-/// A reference CSV, every column as text (keys are compared as text).
-fn read_csv_as_text(bytes: &[u8]) -> std::result::Result<Vec<RecordBatch>, String> {
+/// A reference CSV's key columns, as text (keys are compared as text); a
+/// key column missing from the header is named later, as for any format.
+fn read_csv_keys(bytes: &[u8], keys: &[&str]) -> std::result::Result<Vec<RecordBatch>, String> {
     let mut header = csv::Reader::from_reader(bytes);
     let names = header
         .headers()
@@ -207,8 +206,16 @@ fn read_csv_as_text(bytes: &[u8]) -> std::result::Result<Vec<RecordBatch>, Strin
             .map(|n| Field::new(n, DataType::Utf8, true))
             .collect::<Vec<_>>(),
     ));
+    let projection: Vec<usize> = names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| keys.contains(n))
+        .map(|(i, _)| i)
+        .collect();
     let reader = arrow::csv::ReaderBuilder::new(schema)
         .with_header(true)
+        .with_batch_size(65_536)
+        .with_projection(projection)
         .build(bytes)
         .map_err(|e| e.to_string())?;
     reader
@@ -279,7 +286,10 @@ mod tests {
                 ])),
             ),
         ]);
-        let flags = reference_flags(&reference, &[known], &rows).unwrap();
+        let flags = index_keys(reference, &[known])
+            .unwrap()
+            .flags(&rows)
+            .unwrap();
         let flags: Vec<Option<bool>> = flags.iter().collect();
         assert_eq!(
             flags,

@@ -1,103 +1,313 @@
 //! CSV files: UTF-8 (a leading byte-order mark is tolerated), one header row,
 //! `"` quoting, `\n` or `\r\n` line ends, empty field = null. A record with the
 //! wrong number of fields or invalid UTF-8 is rejected with its raw text.
+//!
+//! A large file is cut into one piece per core at line ends outside quotes,
+//! and the pieces are parsed and typed at once. A cut is only trusted when the
+//! piece before it, read on past its end, finds a record starting exactly
+//! there; otherwise that piece reads on to the next trusted cut, so a quote
+//! the cut guessed wrong costs time, never a record.
 
-use arrow::array::StringBuilder;
+use arrow::array::ArrayRef;
 
-use super::{ParseReject, RawText, TextTable, map_header};
+use super::typing::TypedRows;
+use super::{ParseReject, RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
 use crate::pipeline::claim::DropFile;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Reads one CSV file into text columns.
-pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
-    let bytes = file.bytes.strip_prefix(BOM).unwrap_or(&file.bytes);
+/// How a file is cut into pieces read at once.
+#[derive(Debug, Clone, Copy)]
+struct Pieces {
+    /// At most this many pieces.
+    most: usize,
+    /// Each at least this many bytes.
+    min_bytes: usize,
+}
+
+impl Pieces {
+    /// One piece per core, of at least 4 MiB.
+    fn per_core() -> Pieces {
+        Pieces {
+            most: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            min_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Reads one CSV file into typed columns.
+pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
+    read_in_pieces(contract, file, Pieces::per_core())
+}
+
+fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Result<TypedTable> {
+    let skipped = if file.bytes.starts_with(BOM) {
+        BOM.len()
+    } else {
+        0
+    };
+    let bytes = file.bytes.slice(skipped..);
+    let (header, body_start) = read_header(&bytes, &file.name)?;
+    let positions = map_header(contract, &file.name, &header)?;
+    let file_layout = Layout {
+        contract,
+        file: &file.name,
+        bytes: &bytes,
+        positions: &positions,
+        fields: header.len(),
+    };
+    let cuts = cuts(&bytes, body_start, pieces);
+    let pieces = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..cuts.len())
+            .map(|i| {
+                let (layout, cuts) = (&file_layout, &cuts);
+                scope.spawn(move || layout.read_piece(cuts[i], &cuts[i + 1..]))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| Error::Internal("read: a parsing thread panicked".to_string()))?
+            })
+            .collect::<Result<Vec<Piece>>>()
+    })?;
+    tracing::debug!(file = %file.name, pieces = cuts.len(), "parsed");
+    let mut table = TypedTable {
+        file: file.name.clone(),
+        columns: Vec::new(),
+        lines: Vec::new(),
+        problems: Vec::new(),
+        raws: RawText::Spans(bytes.clone(), Vec::new()),
+        rejects: Vec::new(),
+    };
+    let mut spans = Vec::new();
+    let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
+    for piece in trusted_pieces(pieces) {
+        let offset = table.lines.len();
+        table
+            .problems
+            .extend(piece.problems.into_iter().map(|(row, p)| (row + offset, p)));
+        table.lines.extend(piece.lines);
+        table.rejects.extend(piece.rejects);
+        spans.extend(piece.spans);
+        parts.push(piece.columns);
+    }
+    table.columns = concat_parts(parts)?;
+    table.raws = RawText::Spans(bytes, spans);
+    Ok(table)
+}
+
+/// Where a file's pieces start: the first record, then a line end outside
+/// quotes for each further piece.
+fn cuts(bytes: &[u8], body_start: usize, pieces: Pieces) -> Vec<usize> {
+    let body = bytes.len().saturating_sub(body_start);
+    let pieces = pieces.most.min(body / pieces.min_bytes.max(1)).max(1);
+    let mut cuts = vec![body_start];
+    let mut quotes_before = 0usize;
+    let mut scanned = body_start;
+    for k in 1..pieces {
+        let target = body_start + body * k / pieces;
+        let from = target.max(scanned);
+        quotes_before += count(&bytes[scanned..from], b'"');
+        match line_start_outside_quotes(bytes, from, quotes_before % 2 == 1) {
+            Some((cut, quotes)) if cut < bytes.len() => {
+                quotes_before += quotes;
+                scanned = cut;
+                cuts.push(cut);
+            }
+            _ => break,
+        }
+    }
+    cuts
+}
+
+fn count(bytes: &[u8], byte: u8) -> usize {
+    bytes.iter().filter(|b| **b == byte).count()
+}
+
+/// The first byte after a run of line ends, at or after `from`, where the
+/// quotes seen so far are balanced; with the quotes passed on the way.
+fn line_start_outside_quotes(
+    bytes: &[u8],
+    from: usize,
+    mut quoted: bool,
+) -> Option<(usize, usize)> {
+    let mut quotes = 0;
+    let mut at = from;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                quoted = !quoted;
+                quotes += 1;
+            }
+            b'\n' if !quoted => {
+                let start = skip_line_ends(bytes, at as u64) as usize;
+                return Some((start, quotes));
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// What every piece of one file shares.
+struct Layout<'a> {
+    contract: &'a Contract,
+    file: &'a str,
+    bytes: &'a [u8],
+    positions: &'a [Option<usize>],
+    fields: usize,
+}
+
+/// One piece of a file, parsed and typed.
+struct Piece {
+    /// The cut (index into the cuts) where this piece's reading stopped: a
+    /// record starts exactly there. `None`: it read to the end of the file.
+    stopped_at: Option<usize>,
+    columns: Vec<ArrayRef>,
+    lines: Vec<u64>,
+    spans: Vec<(u64, u64)>,
+    problems: Vec<(usize, String)>,
+    rejects: Vec<ParseReject>,
+}
+
+impl Layout<'_> {
+    /// Parses from `start` until a record starts exactly at one of the `later`
+    /// cuts, or to the end of the file.
+    fn read_piece(&self, start: usize, later: &[usize]) -> Result<Piece> {
+        let bytes = self.bytes;
+        let guess_end = later.first().copied().unwrap_or(bytes.len());
+        let mut typed = TypedRows::new(
+            &self.contract.columns,
+            count(&bytes[start..guess_end], b'\n'),
+        );
+        let mut piece = Piece {
+            stopped_at: None,
+            columns: Vec::new(),
+            lines: Vec::new(),
+            spans: Vec::new(),
+            problems: Vec::new(),
+            rejects: Vec::new(),
+        };
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(&bytes[start..]);
+        let mut record = csv::ByteRecord::new();
+        let mut lines = LineCounter::at(bytes, start, 1 + count(&bytes[..start], b'\n') as u64);
+        let mut pending = later.iter().enumerate().peekable();
+        loop {
+            let more = reader
+                .read_byte_record(&mut record)
+                .map_err(|e| Error::BadDrop {
+                    location: format!("{}:{}", self.file, lines.line),
+                    reason: e.to_string(),
+                })?;
+            if !more {
+                break;
+            }
+            let record_start = start as u64 + record.position().map_or(0, |p| p.byte());
+            let record_start = skip_line_ends(bytes, record_start);
+            while pending
+                .next_if(|(_, cut)| (**cut as u64) < record_start)
+                .is_some()
+            {}
+            if let Some(&(index, _)) = pending
+                .peek()
+                .filter(|(_, cut)| **cut as u64 == record_start)
+            {
+                piece.stopped_at = Some(index);
+                break;
+            }
+            if is_blank(&record) {
+                continue;
+            }
+            let line = lines.line_at(record_start);
+            let end = start as u64 + reader.position().byte();
+            match record_fields(&record, self.fields) {
+                Ok(fields) => {
+                    typed.append(
+                        self.positions
+                            .iter()
+                            .map(|p| p.map(|p| fields[p]).filter(|v| !v.is_empty())),
+                    );
+                    piece.lines.push(line);
+                    piece.spans.push((record_start, end));
+                }
+                Err(reason) => piece.rejects.extend(rejects_for(
+                    self.file,
+                    line,
+                    raw_text(bytes, record_start, end),
+                    reason,
+                )),
+            }
+        }
+        (piece.columns, piece.problems) = typed.finish()?;
+        Ok(piece)
+    }
+}
+
+/// The pieces on the chain of trusted cuts, from the first: each piece is
+/// followed by the one starting where it stopped.
+fn trusted_pieces(pieces: Vec<Piece>) -> Vec<Piece> {
+    let mut next = Some(0);
+    let mut chain = Vec::with_capacity(pieces.len());
+    for (i, piece) in pieces.into_iter().enumerate() {
+        if next != Some(i) {
+            continue;
+        }
+        next = piece.stopped_at.map(|later| i + 1 + later);
+        chain.push(piece);
+    }
+    chain
+}
+
+/// Each column's pieces, joined.
+fn concat_parts(mut parts: Vec<Vec<ArrayRef>>) -> Result<Vec<ArrayRef>> {
+    if parts.len() == 1 {
+        return Ok(parts.remove(0));
+    }
+    let columns = parts.first().map_or(0, Vec::len);
+    (0..columns)
+        .map(|c| {
+            let arrays: Vec<&dyn arrow::array::Array> =
+                parts.iter().map(|p| p[c].as_ref()).collect();
+            arrow::compute::concat(&arrays).map_err(Error::arrow("read"))
+        })
+        .collect()
+}
+
+/// The header's field names and the byte where the first record starts.
+fn read_header(bytes: &[u8], file: &str) -> Result<(Vec<String>, usize)> {
+    let bad = |reason: String| Error::BadDrop {
+        location: file.to_string(),
+        reason,
+    };
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .from_reader(bytes);
     let mut record = csv::ByteRecord::new();
-    let header = read_header(&mut reader, &mut record, &file.name)?;
-    let positions = map_header(contract, &file.name, &header)?;
-    let mut builders: Vec<StringBuilder> = positions.iter().map(|_| StringBuilder::new()).collect();
-    let mut table = TextTable {
-        file: file.name.clone(),
-        columns: Vec::new(),
-        lines: Vec::new(),
-        raws: RawText::Columns,
-        rejects: Vec::new(),
-    };
-    let mut starts = Vec::new();
-    let mut spans = Vec::new();
-    let mut lines = LineCounter::new(bytes);
-    loop {
-        let more = reader
-            .read_byte_record(&mut record)
-            .map_err(|e| Error::BadDrop {
-                location: format!("{}:{}", file.name, reader.position().line()),
-                reason: e.to_string(),
-            })?;
-        if !more {
-            break;
-        }
-        if is_blank(&record) {
-            continue;
-        }
-        let start = skip_line_ends(bytes, record.position().map_or(0, |p| p.byte()));
-        let line = lines.line_at(start);
-        let end = reader.position().byte();
-        match record_fields(&record, header.len()) {
-            Ok(fields) => {
-                for (builder, position) in builders.iter_mut().zip(&positions) {
-                    let value = position.map(|p| fields[p]).filter(|v| !v.is_empty());
-                    builder.append_option(value);
-                }
-                starts.push(line);
-                spans.push((start, end));
-            }
-            Err(reason) => table.rejects.extend(rejects_for(
-                &file.name,
-                line,
-                raw_text(bytes, start, end),
-                reason,
-            )),
-        }
-    }
-    table.lines = starts;
-    table.raws = RawText::Spans(file.bytes.slice(file.bytes.len() - bytes.len()..), spans);
-    table.columns = builders
-        .into_iter()
-        .zip(&positions)
-        .map(|(mut b, p)| p.map(|_| b.finish()))
-        .collect();
-    Ok(table)
-}
-
-fn read_header(
-    reader: &mut csv::Reader<&[u8]>,
-    record: &mut csv::ByteRecord,
-    file: &str,
-) -> Result<Vec<String>> {
-    let bad = |reason: String| Error::BadDrop {
-        location: file.to_string(),
-        reason,
-    };
     let found = reader
-        .read_byte_record(record)
+        .read_byte_record(&mut record)
         .map_err(|e| bad(format!("cannot read the header: {e}")))?;
     if !found {
         return Err(bad("the file is empty: no header row".to_string()));
     }
-    record
+    let header = record
         .iter()
         .map(|field| {
             std::str::from_utf8(field)
                 .map(str::to_string)
                 .map_err(|_| bad("the header is not valid UTF-8".to_string()))
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    let body_start = usize::try_from(reader.position().byte()).unwrap_or(bytes.len());
+    Ok((header, body_start.min(bytes.len())))
 }
 
 /// Physical line numbers from byte offsets (the csv crate's own count drifts
@@ -109,11 +319,12 @@ struct LineCounter<'a> {
 }
 
 impl<'a> LineCounter<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
+    /// A counter standing at byte `offset`, which is on line `line`.
+    fn at(bytes: &'a [u8], offset: usize, line: u64) -> Self {
         LineCounter {
             bytes,
-            offset: 0,
-            line: 1,
+            offset,
+            line,
         }
     }
 
@@ -212,7 +423,7 @@ pub(super) fn raw_text(bytes: &[u8], start: u64, end: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use arrow::array::Array;
 
     use super::super::read_drop;
@@ -287,6 +498,90 @@ mod tests {
         assert!(batch.rejects[2].reason.contains("line 3"));
     }
 
+    /// Reads `text` whole and in up to `pieces` pieces of at least `min_bytes`.
+    pub(super) fn whole_and_in_pieces(
+        text: &[u8],
+        pieces: usize,
+        min_bytes: usize,
+    ) -> (super::TypedTable, super::TypedTable) {
+        let contract = contract();
+        let file = file("p.csv", text);
+        let whole = super::read_in_pieces(
+            &contract,
+            &file,
+            super::Pieces {
+                most: 1,
+                min_bytes: 1,
+            },
+        )
+        .unwrap();
+        let cut = super::read_in_pieces(
+            &contract,
+            &file,
+            super::Pieces {
+                most: pieces,
+                min_bytes,
+            },
+        )
+        .unwrap();
+        (whole, cut)
+    }
+
+    pub(super) fn same_table(whole: &super::TypedTable, cut: &super::TypedTable) -> bool {
+        let spans = |t: &super::TypedTable| match &t.raws {
+            super::RawText::Spans(_, spans) => spans.clone(),
+            super::RawText::Columns(_) => Vec::new(),
+        };
+        whole.columns == cut.columns
+            && whole.lines == cut.lines
+            && whole.problems == cut.problems
+            && whole.rejects == cut.rejects
+            && spans(whole) == spans(cut)
+    }
+
+    #[test]
+    fn a_file_read_in_pieces_reads_as_it_does_whole() {
+        let mut text = String::from("id,day,amount,note\r\n");
+        for i in 0..200 {
+            let note = match i % 7 {
+                0 => "\"two\nlines\"".to_string(),
+                1 => "ab\"c".to_string(),
+                2 => "\"a, \"\"quoted\"\"\"".to_string(),
+                3 => String::new(),
+                _ => format!("n{i}"),
+            };
+            text.push_str(&format!("A{i},2026-01-{:02},{i}.5,{note}\r\n", 1 + i % 28));
+            if i % 50 == 0 {
+                text.push_str("\r\n");
+            }
+        }
+        for pieces in [2, 3, 8] {
+            let cuts = super::cuts(
+                text.as_bytes(),
+                20,
+                super::Pieces {
+                    most: pieces,
+                    min_bytes: 64,
+                },
+            );
+            assert_eq!(cuts.len(), pieces, "the file is cut");
+            let (whole, cut) = whole_and_in_pieces(text.as_bytes(), pieces, 64);
+            assert_eq!(whole.lines.len(), 200);
+            assert!(same_table(&whole, &cut), "{pieces} pieces");
+        }
+    }
+
+    #[test]
+    fn a_cut_inside_an_unterminated_quote_loses_no_line() {
+        let mut text = String::from("id,day,amount\nA,2026-01-31,1\nB,\"2026-01-31,2\n");
+        for i in 0..100 {
+            text.push_str(&format!("C{i},2026-01-31,3\n"));
+        }
+        let (whole, cut) = whole_and_in_pieces(text.as_bytes(), 4, 32);
+        assert_eq!(whole.lines.len() + whole.rejects.len(), 102);
+        assert!(same_table(&whole, &cut));
+    }
+
     #[test]
     fn an_empty_file_is_a_bad_drop() {
         let err = read_drop(&contract(), &[file("empty.csv", b"")]).unwrap_err();
@@ -311,6 +606,15 @@ mod properties {
             bytes.extend_from_slice(&body);
             let batch = read_drop(&contract(), &[file("p.csv", &bytes)]).unwrap();
             prop_assert_eq!(batch.received, batch.rows.num_rows() as u64 + batch.rejects.len() as u64);
+        }
+
+        /// Whatever the bytes, a file read in pieces reads exactly as it does whole.
+        #[test]
+        fn any_file_reads_the_same_in_pieces(body in proptest::collection::vec(prop_oneof![Just(b'"'), Just(b','), Just(b'\n'), Just(b'\r'), Just(b'a'), Just(b'1')], 0..600), pieces in 2usize..6) {
+            let mut bytes = b"id,day,amount,note\n".to_vec();
+            bytes.extend_from_slice(&body);
+            let (whole, cut) = super::tests::whole_and_in_pieces(&bytes, pieces, 16);
+            prop_assert!(super::tests::same_table(&whole, &cut));
         }
 
         /// Well-formed rows with any text in the free column are read back as they were.

@@ -8,15 +8,16 @@
 
 mod csv_format;
 mod parquet_format;
+mod typing;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, StringArray};
-use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
+use arrow::array::{ArrayRef, BooleanArray, Int64Array, StringArray};
+use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
-use crate::config::contract::{Column, ColumnType, Contract};
+use crate::config::contract::Contract;
 use crate::error::{Error, Result};
 use crate::pipeline::claim::DropFile;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
@@ -48,12 +49,15 @@ pub struct ParseReject {
     pub reason: String,
 }
 
-/// One file's records as text, one column per contract column (`None` when the
-/// file lacks a nullable column), before typing.
-struct TextTable {
+/// One file's records, typed: one column per contract column (all nulls
+/// when the file lacks a nullable column), with the rows whose value did not
+/// read.
+struct TypedTable {
     file: String,
-    columns: Vec<Option<StringArray>>,
+    columns: Vec<ArrayRef>,
     lines: Vec<u64>,
+    /// Rows (by index) with a value that did not read, and why.
+    problems: Vec<(usize, String)>,
     raws: RawText,
     rejects: Vec<ParseReject>,
 }
@@ -64,17 +68,17 @@ enum RawText {
     /// Byte spans of each record in the file's bytes (CSV).
     Spans(bytes::Bytes, Vec<(u64, u64)>),
     /// The row's text columns joined with commas (Parquet).
-    Columns,
+    Columns(Vec<Option<StringArray>>),
 }
 
-impl TextTable {
+impl TypedTable {
     fn raw(&self, row: usize) -> String {
         match &self.raws {
             RawText::Spans(bytes, spans) => {
                 let (start, end) = spans[row];
                 csv_format::raw_text(bytes, start, end)
             }
-            RawText::Columns => parquet_format::raw_row(&self.columns, row),
+            RawText::Columns(columns) => parquet_format::raw_row(columns, row),
         }
     }
 }
@@ -94,9 +98,10 @@ pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
     let mut rejects = Vec::new();
     let mut received = 0u64;
     for file in files {
-        let table = read_text_table(contract, file)?;
+        let table = read_typed_table(contract, file)?;
         received += (table.lines.len() + table.rejects.len()) as u64;
-        let (rows, file_rejects) = type_rows(contract, &schema, table)?;
+        tracing::debug!(file = %file.name, "typed");
+        let (rows, file_rejects) = keep_readable_rows(&schema, table)?;
         rejects.extend(file_rejects);
         parts.push(rows);
     }
@@ -112,7 +117,7 @@ pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
     })
 }
 
-fn read_text_table(contract: &Contract, file: &DropFile) -> Result<TextTable> {
+fn read_typed_table(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     let lower = file.name.to_ascii_lowercase();
     if lower.ends_with(".csv") {
         csv_format::read(contract, file)
@@ -153,164 +158,46 @@ fn map_header(contract: &Contract, file: &str, header: &[String]) -> Result<Vec<
     })
 }
 
-/// Why a value could not be typed; the value of a sensitive column is not repeated.
-fn unreadable_reason(column: &Column, value: &str, target: &DataType) -> String {
-    if column.sensitive {
-        format!(
-            "column '{}': cannot read the value as {target} (sensitive: value not shown)",
-            column.name
-        )
-    } else {
-        format!(
-            "column '{}': cannot read '{value}' as {target}",
-            column.name
-        )
-    }
-}
-
-/// Casts the text columns to the contract's types. A value that does not cast
-/// makes its whole record a parse reject naming the column and the value.
-fn type_rows(
-    contract: &Contract,
+/// The table's rows that read, with their provenance; every row with a
+/// problem becomes a parse reject naming the column and the value.
+fn keep_readable_rows(
     schema: &SchemaRef,
-    table: TextTable,
+    table: TypedTable,
 ) -> Result<(RecordBatch, Vec<ParseReject>)> {
     let rows = table.lines.len();
-    let mut reasons: Vec<Option<String>> = vec![None; rows];
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-    for (typed, problems) in type_columns(contract, &table)? {
-        for (row, reason) in problems {
-            reasons[row].get_or_insert(reason);
-        }
-        columns.push(typed);
-    }
+    let mut columns = table.columns.clone();
     columns.push(Arc::new(StringArray::from(vec![table.file.as_str(); rows])));
     columns.push(Arc::new(Int64Array::from_iter_values(
         table.lines.iter().map(|l| *l as i64),
     )));
     let all = RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("read"))?;
-    let good = if reasons.iter().all(Option::is_none) {
+    let good = if table.problems.is_empty() {
         all
     } else {
-        let keep = BooleanArray::from(reasons.iter().map(|r| r.is_none()).collect::<Vec<_>>());
-        filter_record_batch(&all, &keep).map_err(Error::arrow("read"))?
+        let mut keep = vec![true; rows];
+        for (row, _) in &table.problems {
+            keep[*row] = false;
+        }
+        filter_record_batch(&all, &BooleanArray::from(keep)).map_err(Error::arrow("read"))?
     };
-    let mut rejects: Vec<ParseReject> = reasons
-        .into_iter()
-        .enumerate()
-        .filter_map(|(row, reason)| {
-            reason.map(|reason| ParseReject {
-                file: table.file.clone(),
-                line: table.lines[row],
-                raw: table.raw(row),
-                reason,
-            })
+    let mut rejects: Vec<ParseReject> = table
+        .problems
+        .iter()
+        .map(|(row, reason)| ParseReject {
+            file: table.file.clone(),
+            line: table.lines[*row],
+            raw: table.raw(*row),
+            reason: reason.clone(),
         })
         .collect();
     rejects.extend(table.rejects);
     Ok((good, rejects))
 }
 
-/// `text` without its sign.
-fn unsigned(text: &str) -> &str {
-    text.strip_prefix(['+', '-']).unwrap_or(text)
-}
-
-/// One contract column, typed, with the rows whose value does not read.
-type TypedColumn = (ArrayRef, Vec<(usize, String)>);
-
-/// Types every column, spread over the machine's cores (columns are independent).
-fn type_columns(contract: &Contract, table: &TextTable) -> Result<Vec<TypedColumn>> {
-    let rows = table.lines.len();
-    let jobs: Vec<(&Column, Option<&StringArray>)> = contract
-        .columns
-        .iter()
-        .zip(table.columns.iter().map(Option::as_ref))
-        .collect();
-    let lanes = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, jobs.len().max(1));
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..lanes)
-            .map(|lane| {
-                let jobs = &jobs;
-                scope.spawn(move || {
-                    jobs.iter()
-                        .enumerate()
-                        .filter(|(i, _)| i % lanes == lane)
-                        .map(|(i, (column, text))| Ok((i, type_column(column, *text, rows)?)))
-                        .collect::<Result<Vec<_>>>()
-                })
-            })
-            .collect();
-        let mut typed = Vec::with_capacity(jobs.len());
-        for handle in handles {
-            let done = handle
-                .join()
-                .map_err(|_| Error::Internal("read: a typing thread panicked".to_string()))??;
-            typed.extend(done);
-        }
-        typed.sort_by_key(|(i, _)| *i);
-        Ok(typed.into_iter().map(|(_, column)| column).collect())
-    })
-}
-
-/// Casts one text column to its contract type; a value that does not cast, or
-/// is not written canonically, is a problem of its row.
-fn type_column(column: &Column, text: Option<&StringArray>, rows: usize) -> Result<TypedColumn> {
-    let target = column.column_type.arrow_type();
-    let Some(text) = text else {
-        return Ok((arrow::array::new_null_array(&target, rows), Vec::new()));
-    };
-    let options = CastOptions {
-        safe: true,
-        ..CastOptions::default()
-    };
-    let typed = cast_with_options(text, &target, &options).map_err(Error::arrow("read"))?;
-    if column.column_type == ColumnType::String {
-        return Ok((typed, Vec::new()));
-    }
-    let problems = (0..rows)
-        .filter(|row| {
-            text.is_valid(*row)
-                && (typed.is_null(*row) || !is_canonical(column.column_type, text.value(*row)))
-        })
-        .map(|row| (row, unreadable_reason(column, text.value(row), &target)))
-        .collect();
-    Ok((typed, problems))
-}
-
-/// Arrow's casts are lenient (a date like `2026-10-3x` reads as the 3rd, a
-/// decimal with too many places is rounded); the contract is not. Dates must be
-/// `YYYY-MM-DD`, integers plain digits, decimals at most `scale` places.
-fn is_canonical(column_type: ColumnType, text: &str) -> bool {
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    match column_type {
-        ColumnType::Date => {
-            let bytes = text.as_bytes();
-            bytes.len() == 10
-                && bytes.iter().enumerate().all(|(i, b)| match i {
-                    4 | 7 => *b == b'-',
-                    _ => b.is_ascii_digit(),
-                })
-        }
-        ColumnType::Int | ColumnType::Long => digits(unsigned(text)),
-        ColumnType::Decimal { scale, .. } => {
-            let number = unsigned(text);
-            match number.split_once('.') {
-                None => digits(number),
-                Some((whole, fraction)) => {
-                    digits(whole) && digits(fraction) && fraction.len() <= scale as usize
-                }
-            }
-        }
-        ColumnType::String | ColumnType::Double | ColumnType::Boolean => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::contract::{Column, ColumnType};
 
     pub(super) fn contract() -> Contract {
         let column = |name: &str, column_type, nullable| Column {

@@ -7,13 +7,14 @@ use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{RawText, TextTable, map_header};
+use super::typing::TypedRows;
+use super::{RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
 use crate::pipeline::claim::DropFile;
 
-/// Reads one Parquet file into text columns.
-pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
+/// Reads one Parquet file, typing its columns as text.
+pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     let bad = |reason: String| Error::BadDrop {
         location: file.name.clone(),
         reason,
@@ -39,11 +40,21 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TextTable> {
         })
         .collect::<Result<Vec<Option<StringArray>>>>()?;
     let rows = all.num_rows();
-    Ok(TextTable {
+    let mut typed = TypedRows::new(&contract.columns, rows);
+    for row in 0..rows {
+        typed.append(
+            columns
+                .iter()
+                .map(|c| c.as_ref().filter(|c| c.is_valid(row)).map(|c| c.value(row))),
+        );
+    }
+    let (typed_columns, problems) = typed.finish()?;
+    Ok(TypedTable {
         file: file.name.clone(),
-        columns,
+        columns: typed_columns,
         lines: (1..=rows as u64).collect(),
-        raws: RawText::Columns,
+        problems,
+        raws: RawText::Columns(columns),
         rejects: Vec::new(),
     })
 }
