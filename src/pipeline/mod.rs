@@ -269,6 +269,13 @@ async fn process_stages(
     );
     clock = lap(summary, "read", clock);
     progress.stage("baseline and rules");
+    let committed_periods = evaluate::aggregate::start_committed_periods(
+        plan,
+        rules,
+        contributor,
+        &batch.rows,
+        &context.silver,
+    )?;
 
     let baselined = baseline::load_baseline(
         &plan.contract,
@@ -287,7 +294,14 @@ async fn process_stages(
     let known_keys = known_keys
         .await
         .map_err(|e| Error::Internal(format!("loading the references: {e}")))??;
-    let judged = evaluate::evaluate_rules(baselined, rules, plan, &known_keys).await?;
+    let committed_periods = match committed_periods {
+        Some(task) => Some(task.await.map_err(|e| {
+            Error::Internal(format!("computing the committed periods' metrics: {e}"))
+        })??),
+        None => None,
+    };
+    let judged =
+        evaluate::evaluate_rules(baselined, rules, plan, (&known_keys, committed_periods)).await?;
     summary.aggregates = judged.periods.clone();
     summary.baseline.rows_with_baseline = judged.with_baseline;
     summary.baseline.rows_without_baseline = judged.without_baseline;

@@ -102,7 +102,7 @@ impl Baselined {
 
 /// Registers `rows` as the table `baselined`, sliced over the session's partitions.
 async fn register_rows(ctx: &SessionContext, rows: &RecordBatch) -> Result<DataFrame> {
-    register_batches(ctx, "baselined", rows.schema(), slices(rows))?;
+    register_table(ctx, "baselined", rows.schema(), slices(rows))?;
     ctx.table("baselined")
         .await
         .map_err(Error::query("baseline"))
@@ -141,7 +141,7 @@ async fn collect(frame: DataFrame) -> Result<(SchemaRef, Vec<RecordBatch>)> {
 
 /// Registers `batches` as the in-memory table `name`, spread over the
 /// session's partitions (replacing a table of that name).
-fn register_batches(
+pub(crate) fn register_table(
     ctx: &SessionContext,
     name: &str,
     schema: SchemaRef,
@@ -167,7 +167,18 @@ pub(crate) async fn register_frame(
     frame: DataFrame,
 ) -> Result<()> {
     let (schema, batches) = collect(frame).await?;
-    register_batches(ctx, name, schema, batches)
+    register_table(ctx, name, schema, batches)
+}
+
+/// The periods a drop's periods are compared with: from the first day of
+/// the lookback window to the first day of the drop's earliest period.
+pub(crate) fn comparison_window(
+    contract: &Contract,
+    rows: &RecordBatch,
+    lookback_months: u32,
+) -> Result<Option<(NaiveDate, NaiveDate)>> {
+    Ok(order_window(contract, rows, lookback_months)?
+        .map(|(from, _)| (from, first_period(from, lookback_months))))
 }
 
 /// The first day of the drop's earliest period, from the window's start.
@@ -402,7 +413,7 @@ fn order_window(
 }
 
 /// Registers `silver` as the history source, or an empty table of the contract's shape before the first commit.
-async fn register_history_source(
+pub(crate) async fn register_history_source(
     ctx: &SessionContext,
     contract: &Contract,
     silver: &Table,

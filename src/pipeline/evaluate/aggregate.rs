@@ -13,15 +13,24 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::array::{Array, Date32Array, Float64Array, Int64Array};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use chrono::{Datelike, NaiveDate};
+use chrono::NaiveDate;
+use iceberg::table::Table;
 use serde::Serialize;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
 
+use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::plan::Metric;
-use crate::config::rules::Rule;
+use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
-use crate::pipeline::baseline::{Baselined, quote, register_frame, sql_string};
+use crate::infra::query::new_session;
+use crate::pipeline::baseline::{
+    Baselined, comparison_window, quote, register_frame, register_history_source, register_table,
+    sql_string,
+};
 use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label};
 use crate::transient::{PERIOD, prev_column};
 
@@ -59,29 +68,102 @@ impl PeriodOutcomes {
     }
 }
 
-/// Computes the metrics and evaluates `rules` (all of aggregate scope) for every period of the drop.
+/// Each committed period's metrics, over this contributor's Silver rows, for
+/// the periods a drop is compared with (they do not depend on the drop, so
+/// they are computed while the drop is read and baselined).
+pub struct CommittedPeriods {
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+}
+
+/// Starts computing, in the background, the committed periods the drop's
+/// `rows` are compared with; `None` when `rules` hold no aggregate rule.
+pub fn start_committed_periods(
+    plan: &Plan,
+    rules: &[&Rule],
+    contributor: &str,
+    rows: &RecordBatch,
+    silver: &Table,
+) -> Result<Option<JoinHandle<Result<CommittedPeriods>>>> {
+    let has_aggregates = rules.iter().any(|r| r.scope == Scope::Aggregate);
+    if !has_aggregates || plan.metrics.is_empty() {
+        return Ok(None);
+    }
+    let Some(window) = comparison_window(&plan.contract, rows, plan.lookback_months)? else {
+        return Ok(None);
+    };
+    let months: Vec<String> = months_of(window)
+        .into_iter()
+        .map(|month| committed_rows_sql(&plan.contract, &plan.metrics, contributor, month))
+        .collect();
+    let by_period = metrics_by_period_sql(&plan.metrics, "committed_rows");
+    let silver = silver.clone();
+    let contract = plan.contract.clone();
+    Ok(Some(tokio::spawn(async move {
+        let ctx = new_session();
+        register_history_source(&ctx, &contract, &silver).await?;
+        let mut schema = None;
+        let mut batches = Vec::new();
+        // One month at a time: the distinct values a metric counts are held
+        // for one period, not for the whole window.
+        for month in months {
+            let rows = ctx.sql(&month).await.map_err(Error::query("aggregate"))?;
+            register_frame(&ctx, "committed_rows", rows).await?;
+            let frame = ctx
+                .sql(&by_period)
+                .await
+                .map_err(Error::query("aggregate"))?;
+            schema.get_or_insert_with(|| Arc::new(frame.schema().as_arrow().clone()));
+            batches.extend(frame.collect().await.map_err(Error::query("aggregate"))?);
+        }
+        let schema = schema.ok_or_else(|| {
+            Error::Internal("aggregate: no committed period to compare with".to_string())
+        })?;
+        Ok(CommittedPeriods { schema, batches })
+    })))
+}
+
+/// Each month of `[from, to)`, as its own `[start, end)`.
+fn months_of((from, to): (NaiveDate, NaiveDate)) -> Vec<(NaiveDate, NaiveDate)> {
+    let mut months = Vec::new();
+    let mut start = from;
+    while start < to {
+        let end = start
+            .checked_add_months(chrono::Months::new(1))
+            .map_or(to, |next| next.min(to));
+        months.push((start, end));
+        start = end;
+    }
+    months
+}
+
+/// Computes the drop's periods' metrics and evaluates `rules` (all of
+/// aggregate scope) for every period of the drop, against the committed periods.
 pub async fn evaluate_aggregates(
     baselined: &Baselined,
     contract: &Contract,
     metrics: &[Metric],
     rules: &[&Rule],
-    average_periods: u32,
+    (average_periods, committed): (u32, Option<CommittedPeriods>),
 ) -> Result<PeriodOutcomes> {
-    let (Some((from, _)), Some(first_period)) = (baselined.window, baselined.first_period) else {
+    let Some(committed) = committed else {
         return Ok(PeriodOutcomes::default());
     };
-    if rules.is_empty() || metrics.is_empty() {
+    if baselined.window.is_none() || rules.is_empty() || metrics.is_empty() {
         return Ok(PeriodOutcomes::default());
     }
     let ctx = &baselined.ctx;
-    let rows = rows_sql(
-        contract,
-        metrics,
-        &baselined.contributor,
-        (from, first_period),
-    );
-    let rows = ctx.sql(&rows).await.map_err(Error::query("aggregate"))?;
+    let rows = ctx
+        .sql(&drop_rows_sql(contract, metrics))
+        .await
+        .map_err(Error::query("aggregate"))?;
     register_frame(ctx, "aggregate_rows", rows).await?;
+    register_table(
+        ctx,
+        "committed_periods",
+        committed.schema,
+        committed.batches,
+    )?;
     let sql = periods_sql(metrics, rules, average_periods);
     let batches = ctx
         .sql(&sql)
@@ -90,8 +172,10 @@ pub async fn evaluate_aggregates(
         .collect()
         .await
         .map_err(Error::query("aggregate"))?;
-    ctx.deregister_table("aggregate_rows")
-        .map_err(Error::query("aggregate"))?;
+    for table in ["aggregate_rows", "committed_periods"] {
+        ctx.deregister_table(table)
+            .map_err(Error::query("aggregate"))?;
+    }
     let mut outcomes = PeriodOutcomes::default();
     for batch in &batches {
         read_periods(batch, metrics, rules, &mut outcomes)?;
@@ -100,46 +184,64 @@ pub async fn evaluate_aggregates(
     Ok(outcomes)
 }
 
-/// The drop's rows and the history periods' rows, with their period: only
-/// the columns the metrics read.
-fn rows_sql(
-    contract: &Contract,
-    metrics: &[Metric],
-    contributor: &str,
-    (from, first_period): (NaiveDate, NaiveDate),
-) -> String {
-    let order = quote(&contract.order_column);
+/// The columns the metrics read, quoted, each followed by a comma.
+fn metric_columns(metrics: &[Metric]) -> String {
     let mut columns: Vec<&str> = metrics
         .iter()
         .flat_map(|m| m.columns.iter().map(String::as_str))
         .collect();
     columns.sort_unstable();
     columns.dedup();
-    let columns: String = columns.iter().map(|c| format!("{}, ", quote(c))).collect();
-    let period = format!("CAST(date_trunc('month', {order}) AS DATE)");
-    let first_day = from.with_day(1).unwrap_or(from);
+    columns.iter().map(|c| format!("{}, ", quote(c))).collect()
+}
+
+/// The period of a row: the first day of its order column's month.
+fn period_of(contract: &Contract) -> String {
     format!(
-        "SELECT {columns}{period} AS p, TRUE AS in_batch FROM batch \
-         UNION ALL \
-         SELECT {columns}{period} AS p, FALSE AS in_batch FROM silver \
-         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{first_day}' \
-           AND {order} < DATE '{first_period}'",
+        "CAST(date_trunc('month', {}) AS DATE) AS p",
+        quote(&contract.order_column)
+    )
+}
+
+/// The drop's rows with their period: only the columns the metrics read.
+fn drop_rows_sql(contract: &Contract, metrics: &[Metric]) -> String {
+    format!(
+        "SELECT {}{} FROM batch",
+        metric_columns(metrics),
+        period_of(contract)
+    )
+}
+
+/// This contributor's committed rows of the periods `[from, to)` with their
+/// period: only the columns the metrics read.
+fn committed_rows_sql(
+    contract: &Contract,
+    metrics: &[Metric],
+    contributor: &str,
+    (from, to): (NaiveDate, NaiveDate),
+) -> String {
+    let order = quote(&contract.order_column);
+    format!(
+        "SELECT {columns}{period} FROM silver \
+         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{from}' \
+           AND {order} < DATE '{to}'",
+        columns = metric_columns(metrics),
+        period = period_of(contract),
         contributor_column = quote(&contract.contributor_column),
         contributor = sql_string(contributor),
     )
 }
 
-/// Each period's metrics (one aggregation per metric, joined on the period:
-/// a metric counting distinct values is then planned as a plain GROUP BY,
-/// far cheaper than a distinct accumulator), compared with the previous
-/// periods, and the rules' outcomes, over `aggregate_rows`.
-fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> String {
+/// Each period's metrics over the rows of `table` (one aggregation per
+/// metric, joined on the period: a metric counting distinct values is then
+/// planned as a plain GROUP BY, far cheaper than a distinct accumulator).
+fn metrics_by_period_sql(metrics: &[Metric], table: &str) -> String {
     let metric_tables: String = metrics
         .iter()
         .enumerate()
         .map(|(i, m)| {
             format!(
-                ", metric_{i} AS (SELECT p, {} AS {} FROM aggregate_rows GROUP BY p)",
+                ", metric_{i} AS (SELECT p, {} AS {} FROM {table} GROUP BY p)",
                 m.expression,
                 quote(&m.name)
             )
@@ -151,8 +253,17 @@ fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> Str
         .map(|(i, m)| format!(", metric_{i}.{}", quote(&m.name)))
         .collect();
     let metric_joins: String = (0..metrics.len())
-        .map(|i| format!(" LEFT JOIN metric_{i} ON metric_{i}.p = flags.p"))
+        .map(|i| format!(" LEFT JOIN metric_{i} ON metric_{i}.p = periods.p"))
         .collect();
+    format!(
+        "WITH periods AS (SELECT DISTINCT p FROM {table}){metric_tables} \
+         SELECT periods.p{metric_columns} FROM periods{metric_joins}"
+    )
+}
+
+/// The drop's periods' metrics next to the committed periods', compared with
+/// the previous periods, and the rules' outcomes for the drop's periods.
+fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> String {
     let windows: Vec<String> = metrics
         .iter()
         .flat_map(|m| {
@@ -187,10 +298,12 @@ fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> Str
         })
         .collect();
     format!(
-        "WITH flags AS (SELECT p, bool_or(in_batch) AS in_batch FROM aggregate_rows GROUP BY p){metric_tables}, \
-         periods AS (SELECT flags.p, flags.in_batch{metric_columns} FROM flags{metric_joins}), \
+        "WITH drop_periods AS ({drop_periods}), \
+         periods AS (SELECT *, TRUE AS in_batch FROM drop_periods \
+           UNION ALL SELECT *, FALSE AS in_batch FROM committed_periods), \
          compared AS (SELECT *, {windows}, LAG(p) OVER (ORDER BY p) IS NOT NULL AS has_previous FROM periods) \
          SELECT p AS {period_name}, {metric_names}, {outcomes} FROM compared WHERE in_batch",
+        drop_periods = metrics_by_period_sql(metrics, "aggregate_rows"),
         windows = windows.join(", "),
         period_name = quote(PERIOD),
         metric_names = metric_names.join(", "),

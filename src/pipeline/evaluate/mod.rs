@@ -34,7 +34,7 @@ use crate::pipeline::baseline::Baselined;
 use crate::transient::{
     DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, with_columns,
 };
-use aggregate::{PeriodOutcomes, PeriodReport};
+use aggregate::{CommittedPeriods, PeriodOutcomes, PeriodReport};
 use reference::KnownKeys;
 
 /// The transient column holding the worst severity that fired on a row (null: none).
@@ -113,12 +113,13 @@ pub fn references_read_by(plan: &Plan, rules: &[&Rule]) -> Vec<Reference> {
         .collect()
 }
 
-/// Evaluates `rules` over the baselined rows, with the keys of the references they read.
+/// Evaluates `rules` over the baselined rows, with the keys of the references
+/// they read and the committed periods aggregate rules compare with.
 pub async fn evaluate_rules(
     baselined: Baselined,
     rules: &[&Rule],
     plan: &Plan,
-    known: &[KnownKeys],
+    (known, committed): (&[KnownKeys], Option<CommittedPeriods>),
 ) -> Result<Judged> {
     let clock = std::time::Instant::now();
     let baselined = reference::flag_references(baselined, known).await?;
@@ -133,7 +134,7 @@ pub async fn evaluate_rules(
         &plan.contract,
         &plan.metrics,
         &aggregate_rules,
-        plan.average_periods,
+        (plan.average_periods, committed),
     )
     .await?;
     tracing::debug!(
