@@ -228,12 +228,12 @@ impl Layout<'_> {
             }
             let line = lines.line_at(record_start);
             let end = start as u64 + reader.position().byte();
-            match record_fields(&record, self.fields) {
-                Ok(fields) => {
+            match record_text(&record, self.fields) {
+                Ok(text) => {
                     typed.append(
                         self.positions
                             .iter()
-                            .map(|p| p.map(|p| fields[p]).filter(|v| !v.is_empty())),
+                            .map(|p| p.map(|p| field(&record, text, p)).filter(|v| !v.is_empty())),
                     );
                     piece.lines.push(line);
                     piece.spans.push((record_start, end));
@@ -390,23 +390,43 @@ fn is_blank(record: &csv::ByteRecord) -> bool {
     record.len() == 1 && record.get(0).is_some_and(|f| f.is_empty())
 }
 
-fn record_fields(
-    record: &csv::ByteRecord,
-    expected: usize,
-) -> std::result::Result<Vec<&str>, String> {
+/// The record's text, once checked to have the header's number of fields,
+/// each valid UTF-8: the whole record is checked at once, and each field
+/// boundary must fall between characters.
+fn record_text(record: &csv::ByteRecord, expected: usize) -> std::result::Result<&str, String> {
     if record.len() != expected {
         return Err(format!(
             "expected {expected} fields, found {}",
             record.len()
         ));
     }
+    let text = std::str::from_utf8(record.as_slice()).ok();
+    let field_is_text = |i: usize| match (text, record.range(i)) {
+        (Some(text), Some(range)) => {
+            text.is_char_boundary(range.start) && text.is_char_boundary(range.end)
+        }
+        _ => false,
+    };
+    if (0..record.len()).all(field_is_text) {
+        return Ok(text.unwrap_or_default());
+    }
+    let invalid = first_invalid_field(record).unwrap_or_default();
+    Err(format!("field {} is not valid UTF-8", invalid + 1))
+}
+
+/// The first field (0-based) that is not valid UTF-8 on its own.
+fn first_invalid_field(record: &csv::ByteRecord) -> Option<usize> {
     record
         .iter()
-        .enumerate()
-        .map(|(i, field)| {
-            std::str::from_utf8(field).map_err(|_| format!("field {} is not valid UTF-8", i + 1))
-        })
-        .collect()
+        .position(|field| std::str::from_utf8(field).is_err())
+}
+
+/// Field `i` of a record whose text [`record_text`] checked.
+fn field<'r>(record: &csv::ByteRecord, text: &'r str, i: usize) -> &'r str {
+    record
+        .range(i)
+        .and_then(|range| text.get(range))
+        .unwrap_or_default()
 }
 
 /// The record between byte offsets `start` and `end`, without its line end.
@@ -456,8 +476,11 @@ pub(super) mod tests {
     fn wrong_field_count_and_invalid_utf8_are_rejected_with_raw_text() {
         let mut csv = b"id,day,amount\nA,2026-01-31\nB,2026-01-31,1,9\n".to_vec();
         csv.extend_from_slice(b"C\xff,2026-01-31,1\nD,2026-01-31,1\n");
+        // Each half of a two-byte character alone, in two fields: the record
+        // as a whole would be valid UTF-8, its fields are not.
+        csv.extend_from_slice(b"E\xC3,\xA92026-01-31,1\n");
         let batch = read_drop(&contract(), &[file("b.csv", &csv)]).unwrap();
-        assert_eq!(batch.received, 4);
+        assert_eq!(batch.received, 5);
         assert_eq!(batch.rows.num_rows(), 1);
         let got: Vec<(u64, &str, &str)> = batch
             .rejects
@@ -470,6 +493,11 @@ pub(super) mod tests {
                 (2, "A,2026-01-31", "expected 3 fields, found 2"),
                 (3, "B,2026-01-31,1,9", "expected 3 fields, found 4"),
                 (4, "C\u{FFFD},2026-01-31,1", "field 1 is not valid UTF-8"),
+                (
+                    6,
+                    "E\u{FFFD},\u{FFFD}2026-01-31,1",
+                    "field 1 is not valid UTF-8"
+                ),
             ]
         );
     }
