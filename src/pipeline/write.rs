@@ -6,10 +6,17 @@
 
 use std::collections::BTreeMap;
 
+use arrow::array::{Array, ArrayRef, Scalar, StructArray};
+use arrow::compute::kernels::cmp::not_distinct;
 use arrow::record_batch::RecordBatch;
-use iceberg::arrow::RecordBatchPartitionSplitter;
-use iceberg::arrow::schema_to_arrow_schema;
-use iceberg::spec::{DataFile, DataFileFormat, TableProperties};
+use iceberg::arrow::{
+    PartitionValueCalculator, RecordBatchPartitionSplitter, arrow_struct_to_literal,
+    schema_to_arrow_schema,
+};
+use iceberg::spec::{
+    DataFile, DataFileFormat, Literal, PartitionKey, PartitionSpec, PartitionSpecRef, SchemaRef,
+    TableProperties,
+};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -145,9 +152,8 @@ async fn write_share(
         }
         writer.close().await
     } else {
-        let splitter =
-            RecordBatchPartitionSplitter::try_new_with_computed_values(iceberg_schema, spec)
-                .map_err(Error::catalog("write", &target))?;
+        let splitter = PartitionSplitter::try_new(iceberg_schema, spec)
+            .map_err(Error::catalog("write", &target))?;
         let mut writer = FanoutWriter::new(builder);
         for batch in stamped {
             for (key, part) in splitter
@@ -163,6 +169,68 @@ async fn write_share(
         writer.close().await
     };
     written.map_err(Error::catalog("write", &target))
+}
+
+/// Splits batches by partition. A batch whose rows all share one partition
+/// (a monthly drop of one contributor: every batch) costs one vectorized
+/// pass and is written as it is; iceberg's splitter, which builds a key per
+/// row and copies every part, is kept for batches that mix partitions.
+struct PartitionSplitter {
+    calculator: PartitionValueCalculator,
+    mixed: RecordBatchPartitionSplitter,
+    spec: PartitionSpec,
+    schema: SchemaRef,
+}
+
+impl PartitionSplitter {
+    fn try_new(schema: SchemaRef, spec: PartitionSpecRef) -> iceberg::Result<PartitionSplitter> {
+        Ok(PartitionSplitter {
+            calculator: PartitionValueCalculator::try_new(&spec, &schema)?,
+            mixed: RecordBatchPartitionSplitter::try_new_with_computed_values(
+                schema.clone(),
+                spec.clone(),
+            )?,
+            spec: spec.as_ref().clone(),
+            schema,
+        })
+    }
+
+    fn split(&self, batch: &RecordBatch) -> iceberg::Result<Vec<(PartitionKey, RecordBatch)>> {
+        let values = self.calculator.calculate(batch)?;
+        if batch.num_rows() == 0 || !is_constant(&values)? {
+            return self.mixed.split(batch);
+        }
+        let first = arrow_struct_to_literal(&values.slice(0, 1), self.calculator.partition_type())?;
+        match first.into_iter().next() {
+            Some(Some(Literal::Struct(key))) => Ok(vec![(
+                PartitionKey::new(self.spec.clone(), self.schema.clone(), key),
+                batch.clone(),
+            )]),
+            _ => self.mixed.split(batch),
+        }
+    }
+}
+
+/// Whether every row of the partition values equals the first (nulls equal nulls).
+fn is_constant(values: &ArrayRef) -> iceberg::Result<bool> {
+    let values = values
+        .as_any()
+        .downcast_ref::<StructArray>()
+        .ok_or_else(|| {
+            iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                "partition values are not a struct",
+            )
+        })?;
+    for column in values.columns() {
+        let first = Scalar::new(column.slice(0, 1));
+        let same = not_distinct(column, &first)
+            .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, e.to_string()))?;
+        if same.true_count() != column.len() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 type SilverWriterBuilder =

@@ -141,7 +141,6 @@ fn months_of((from, to): (NaiveDate, NaiveDate)) -> Vec<(NaiveDate, NaiveDate)> 
 /// aggregate scope) for every period of the drop, against the committed periods.
 pub async fn evaluate_aggregates(
     baselined: &Baselined,
-    contract: &Contract,
     metrics: &[Metric],
     rules: &[&Rule],
     (average_periods, committed): (u32, Option<CommittedPeriods>),
@@ -154,7 +153,7 @@ pub async fn evaluate_aggregates(
     }
     let ctx = &baselined.ctx;
     let rows = ctx
-        .sql(&drop_rows_sql(contract, metrics))
+        .sql(&drop_rows_sql(metrics))
         .await
         .map_err(Error::query("aggregate"))?;
     register_frame(ctx, "aggregate_rows", rows).await?;
@@ -195,38 +194,30 @@ fn metric_columns(metrics: &[Metric]) -> String {
     columns.iter().map(|c| format!("{}, ", quote(c))).collect()
 }
 
-/// The period of a row: the first day of its order column's month.
-fn period_of(contract: &Contract) -> String {
+/// The drop's rows with their period (computed by the baseline): only the
+/// columns the metrics read.
+fn drop_rows_sql(metrics: &[Metric]) -> String {
     format!(
-        "CAST(date_trunc('month', {}) AS DATE) AS p",
-        quote(&contract.order_column)
-    )
-}
-
-/// The drop's rows with their period: only the columns the metrics read.
-fn drop_rows_sql(contract: &Contract, metrics: &[Metric]) -> String {
-    format!(
-        "SELECT {}{} FROM batch",
+        "SELECT {}{} AS p FROM baselined",
         metric_columns(metrics),
-        period_of(contract)
+        quote(PERIOD)
     )
 }
 
-/// This contributor's committed rows of the periods `[from, to)` with their
-/// period: only the columns the metrics read.
+/// This contributor's committed rows of the month `[start, end)`, with
+/// their period: only the columns the metrics read.
 fn committed_rows_sql(
     contract: &Contract,
     metrics: &[Metric],
     contributor: &str,
-    (from, to): (NaiveDate, NaiveDate),
+    (start, end): (NaiveDate, NaiveDate),
 ) -> String {
     let order = quote(&contract.order_column);
     format!(
-        "SELECT {columns}{period} FROM silver \
-         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{from}' \
-           AND {order} < DATE '{to}'",
+        "SELECT {columns}DATE '{start}' AS p FROM silver \
+         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
+           AND {order} < DATE '{end}'",
         columns = metric_columns(metrics),
-        period = period_of(contract),
         contributor_column = quote(&contract.contributor_column),
         contributor = sql_string(contributor),
     )

@@ -131,7 +131,6 @@ pub async fn evaluate_rules(
         .collect();
     let periods = aggregate::evaluate_aggregates(
         &baselined,
-        &plan.contract,
         &plan.metrics,
         &aggregate_rules,
         (plan.average_periods, committed),

@@ -8,8 +8,6 @@
 //! there; otherwise that piece reads on to the next trusted cut, so a quote
 //! the cut guessed wrong costs time, never a record.
 
-use arrow::array::ArrayRef;
-
 use super::typing::TypedRows;
 use super::{ParseReject, RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
@@ -72,32 +70,28 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
                 h.join()
                     .map_err(|_| Error::Internal("read: a parsing thread panicked".to_string()))?
             })
-            .collect::<Result<Vec<Piece>>>()
+            .collect::<Result<Vec<Piece<'_>>>>()
     })?;
     tracing::debug!(file = %file.name, pieces = cuts.len(), "parsed");
-    let mut table = TypedTable {
-        file: file.name.clone(),
-        columns: Vec::new(),
-        lines: Vec::new(),
-        problems: Vec::new(),
-        raws: RawText::Spans(bytes.clone(), Vec::new()),
-        rejects: Vec::new(),
-    };
-    let mut spans = Vec::new();
-    let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
-    for piece in trusted_pieces(pieces) {
-        let offset = table.lines.len();
-        table
-            .problems
-            .extend(piece.problems.into_iter().map(|(row, p)| (row + offset, p)));
-        table.lines.extend(piece.lines);
-        table.rejects.extend(piece.rejects);
-        spans.extend(piece.spans);
-        parts.push(piece.columns);
+    let mut chain = trusted_pieces(pieces).into_iter();
+    let mut whole = chain
+        .next()
+        .ok_or_else(|| Error::Internal("read: no piece was read".to_string()))?;
+    for piece in chain {
+        whole.typed.append_rows(piece.typed)?;
+        whole.lines.extend(piece.lines);
+        whole.rejects.extend(piece.rejects);
+        whole.spans.extend(piece.spans);
     }
-    table.columns = concat_parts(parts)?;
-    table.raws = RawText::Spans(bytes, spans);
-    Ok(table)
+    let (columns, problems) = whole.typed.finish()?;
+    Ok(TypedTable {
+        file: file.name.clone(),
+        columns,
+        lines: whole.lines,
+        problems,
+        raws: RawText::Spans(bytes.clone(), whole.spans),
+        rejects: whole.rejects,
+    })
 }
 
 /// Where a file's pieces start: the first record, then a line end outside
@@ -164,33 +158,30 @@ struct Layout<'a> {
 }
 
 /// One piece of a file, parsed and typed.
-struct Piece {
+struct Piece<'c> {
     /// The cut (index into the cuts) where this piece's reading stopped: a
     /// record starts exactly there. `None`: it read to the end of the file.
     stopped_at: Option<usize>,
-    columns: Vec<ArrayRef>,
+    typed: TypedRows<'c>,
     lines: Vec<u64>,
     spans: Vec<(u64, u64)>,
-    problems: Vec<(usize, String)>,
     rejects: Vec<ParseReject>,
 }
 
-impl Layout<'_> {
+impl<'a> Layout<'a> {
     /// Parses from `start` until a record starts exactly at one of the `later`
     /// cuts, or to the end of the file.
-    fn read_piece(&self, start: usize, later: &[usize]) -> Result<Piece> {
+    fn read_piece(&self, start: usize, later: &[usize]) -> Result<Piece<'a>> {
         let bytes = self.bytes;
         let guess_end = later.first().copied().unwrap_or(bytes.len());
-        let mut typed = TypedRows::new(
-            &self.contract.columns,
-            count(&bytes[start..guess_end], b'\n'),
-        );
         let mut piece = Piece {
             stopped_at: None,
-            columns: Vec::new(),
+            typed: TypedRows::new(
+                &self.contract.columns,
+                count(&bytes[start..guess_end], b'\n'),
+            ),
             lines: Vec::new(),
             spans: Vec::new(),
-            problems: Vec::new(),
             rejects: Vec::new(),
         };
         let mut reader = csv::ReaderBuilder::new()
@@ -230,7 +221,7 @@ impl Layout<'_> {
             let end = start as u64 + reader.position().byte();
             match record_text(&record, self.fields) {
                 Ok(text) => {
-                    typed.append(
+                    piece.typed.append(
                         self.positions
                             .iter()
                             .map(|p| p.map(|p| field(&record, text, p)).filter(|v| !v.is_empty())),
@@ -246,14 +237,13 @@ impl Layout<'_> {
                 )),
             }
         }
-        (piece.columns, piece.problems) = typed.finish()?;
         Ok(piece)
     }
 }
 
 /// The pieces on the chain of trusted cuts, from the first: each piece is
 /// followed by the one starting where it stopped.
-fn trusted_pieces(pieces: Vec<Piece>) -> Vec<Piece> {
+fn trusted_pieces(pieces: Vec<Piece<'_>>) -> Vec<Piece<'_>> {
     let mut next = Some(0);
     let mut chain = Vec::with_capacity(pieces.len());
     for (i, piece) in pieces.into_iter().enumerate() {
@@ -264,21 +254,6 @@ fn trusted_pieces(pieces: Vec<Piece>) -> Vec<Piece> {
         chain.push(piece);
     }
     chain
-}
-
-/// Each column's pieces, joined.
-fn concat_parts(mut parts: Vec<Vec<ArrayRef>>) -> Result<Vec<ArrayRef>> {
-    if parts.len() == 1 {
-        return Ok(parts.remove(0));
-    }
-    let columns = parts.first().map_or(0, Vec::len);
-    (0..columns)
-        .map(|c| {
-            let arrays: Vec<&dyn arrow::array::Array> =
-                parts.iter().map(|p| p[c].as_ref()).collect();
-            arrow::compute::concat(&arrays).map_err(Error::arrow("read"))
-        })
-        .collect()
 }
 
 /// The header's field names and the byte where the first record starts.
