@@ -19,8 +19,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Date32Array, UInt32Array};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
 use datafusion::dataframe::DataFrame;
@@ -194,20 +193,13 @@ pub(crate) struct Entities {
     index: KeyIndex,
     /// The entity of each drop row.
     of_rows: Vec<u32>,
-    types: Vec<DataType>,
 }
 
 impl Entities {
     fn of_drop(contract: &Contract, rows: &RecordBatch) -> Result<Entities> {
-        let columns = key_columns(contract, rows)?;
-        let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
-        let mut index = KeyIndex::new(&types, "baseline")?;
-        let of_rows = index.insert(&columns)?;
-        Ok(Entities {
-            index,
-            of_rows,
-            types,
-        })
+        let mut index = KeyIndex::new("baseline");
+        let of_rows = index.insert(&key_columns(contract, rows)?)?;
+        Ok(Entities { index, of_rows })
     }
 
     /// The entity of each drop row.
@@ -222,12 +214,7 @@ impl Entities {
 
     /// The drop entity of each of `batch`'s rows (`None`: not in the drop).
     fn find(&self, contract: &Contract, batch: &RecordBatch) -> Result<Vec<Option<u32>>> {
-        let columns = key_columns(contract, batch)?
-            .iter()
-            .zip(&self.types)
-            .map(|(c, t)| cast(c, t).map_err(Error::arrow("baseline")))
-            .collect::<Result<Vec<_>>>()?;
-        self.index.find(&columns)
+        self.index.find(&key_columns(contract, batch)?)
     }
 }
 

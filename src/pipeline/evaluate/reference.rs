@@ -70,7 +70,7 @@ pub async fn flag_references(mut baselined: Baselined, known: &[KnownKeys]) -> R
 /// Indexes the reference's key columns (as text) over every batch.
 fn index_keys(reference: Reference, batches: &[RecordBatch]) -> Result<KnownKeys> {
     let columns: Vec<&String> = reference.keys.iter().map(|(_, other)| other).collect();
-    let mut index = KeyIndex::new(&vec![DataType::Utf8; columns.len()], "reference")?;
+    let mut index = KeyIndex::new("reference");
     for batch in batches {
         index.insert(&key_columns(batch, &columns, &reference.name)?)?;
     }
