@@ -285,11 +285,21 @@ fn previous_values(
 
 /// The first day of each date's month (null for a null date).
 fn month_starts(days: &[i32]) -> Date32Array {
+    let month_start = |d: i32| {
+        NaiveDate::from_num_days_from_ce_opt(d.checked_add(UNIX_EPOCH_FROM_CE)?)
+            .and_then(|date| date.with_day(1))
+            .map(|first| first.num_days_from_ce() - UNIX_EPOCH_FROM_CE)
+    };
+    // A drop holds few distinct dates, usually in runs: remember the last.
+    let mut last: Option<(i32, Option<i32>)> = None;
     days.iter()
-        .map(|d| {
-            NaiveDate::from_num_days_from_ce_opt(d.checked_add(UNIX_EPOCH_FROM_CE)?)
-                .and_then(|date| date.with_day(1))
-                .map(|first| first.num_days_from_ce() - UNIX_EPOCH_FROM_CE)
+        .map(|d| match last {
+            Some((day, start)) if day == *d => start,
+            _ => {
+                let start = month_start(*d);
+                last = Some((*d, start));
+                start
+            }
         })
         .collect()
 }
