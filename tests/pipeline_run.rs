@@ -23,6 +23,11 @@ async fn a_backfill_baselines_each_month_on_the_one_before() {
 }
 
 #[tokio::test]
+async fn committed_month_metrics_are_kept_until_the_month_changes() {
+    suite::committed_month_metrics_are_kept_until_the_month_changes(&workspace().await.ws).await;
+}
+
+#[tokio::test]
 async fn a_rerun_of_a_committed_drop_adds_no_row_and_no_snapshot() {
     suite::rerun_adds_nothing(&workspace().await.ws).await;
 }

@@ -33,6 +33,13 @@ fn month(y: i32, m: u32) -> NaiveDate {
 
 #[tokio::test]
 #[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_committed_month_metrics_are_kept_until_the_month_changes() {
+    suite::committed_month_metrics_are_kept_until_the_month_changes(&stack_workspace().await.ws)
+        .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
 async fn stack_every_scenario_is_caught_exactly() {
     suite::scenarios_are_caught_exactly(&stack_workspace().await.ws).await;
 }

@@ -269,12 +269,15 @@ async fn process_stages(
     );
     clock = lap(summary, "read", clock);
     progress.stage("baseline and rules");
-    let committed_periods = evaluate::aggregate::start_committed_periods(
+    let committed_periods = evaluate::committed::start_committed_periods(
         plan,
         rules,
         contributor,
         &batch.rows,
-        &context.silver,
+        evaluate::committed::CommittedSources {
+            silver: &context.silver,
+            dq_error: &context.dq_error,
+        },
     )?;
 
     let baselined = baseline::load_baseline(

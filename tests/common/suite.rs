@@ -222,6 +222,75 @@ pub async fn backfill_baselines_each_month_on_the_previous(ws: &Workspace) {
     assert_eq!(silver_count(ws).await, 200 + 600 - 5);
 }
 
+/// The `accounts` metric of the period before the drop's first, as the run compared it.
+fn previous_accounts(summary: &silverline::pipeline::summary::Summary) -> Option<f64> {
+    summary
+        .aggregates
+        .first()
+        .and_then(|p| p.previous.get("accounts").copied().flatten())
+}
+
+/// A committed month's metrics are measured once and kept; a later run reads
+/// them back, and a month that gained rows is measured afresh.
+pub async fn committed_month_metrics_are_kept_until_the_month_changes(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 40).await;
+    let dry = RunOptions {
+        dry_run: true,
+        ..RunOptions::default()
+    };
+    ws.put_drop("BANK_T", "2026-01", &bank.statements(month(2026, 1), false))
+        .await
+        .unwrap();
+    let first = ws
+        .run_drop("BANK_T", "2026-01", &dry)
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(previous_accounts(&first), Some(40.0));
+    let kept = ws
+        .list_outputs("metrics/contributor=BANK_T/")
+        .await
+        .unwrap();
+    // December's run kept September to November (empty), January's December.
+    assert_eq!(kept.len(), 4, "one per month measured: {kept:?}");
+
+    let again = ws
+        .run_drop("BANK_T", "2026-01", &dry)
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(again.aggregates, first.aggregates, "read back as measured");
+    assert_eq!(
+        ws.list_outputs("metrics/contributor=BANK_T/")
+            .await
+            .unwrap(),
+        kept,
+        "nothing measured again"
+    );
+
+    let mut late = Portfolio::new("BANK_T", 5, false, 9).statements(month(2025, 12), false);
+    for (i, row) in late.iter_mut().enumerate() {
+        row.account = format!("BANK_T-LATE-{i}");
+    }
+    ws.put_drop("BANK_T", "2025-12-late", &late).await.unwrap();
+    let committed = ws
+        .run_drop("BANK_T", "2025-12-late", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(committed.counts.committed, 5);
+    let after = ws
+        .run_drop("BANK_T", "2026-01", &dry)
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(
+        previous_accounts(&after),
+        Some(45.0),
+        "December measured afresh"
+    );
+}
+
 /// A rerun of a committed drop adds no row and no snapshot.
 pub async fn rerun_adds_nothing(ws: &Workspace) {
     bank_with_history(ws, 30).await;

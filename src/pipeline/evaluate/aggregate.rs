@@ -13,24 +13,15 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::array::{Array, Date32Array, Float64Array, Int64Array};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
-use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use chrono::NaiveDate;
-use iceberg::table::Table;
 use serde::Serialize;
-use std::sync::Arc;
-use tokio::task::JoinHandle;
 
-use crate::config::Plan;
-use crate::config::contract::Contract;
+use super::committed::CommittedPeriods;
 use crate::config::plan::Metric;
-use crate::config::rules::{Rule, Scope};
+use crate::config::rules::Rule;
 use crate::error::{Error, Result};
-use crate::infra::query::new_session;
-use crate::pipeline::baseline::{
-    Baselined, comparison_window, quote, register_frame, register_history_source, register_table,
-    sql_string,
-};
+use crate::pipeline::baseline::{Baselined, quote, register_frame, register_table};
 use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label};
 use crate::transient::{PERIOD, prev_column};
 
@@ -66,75 +57,6 @@ impl PeriodOutcomes {
             .copied()
             .unwrap_or(SKIPPED)
     }
-}
-
-/// Each committed period's metrics, over this contributor's Silver rows, for
-/// the periods a drop is compared with (they do not depend on the drop, so
-/// they are computed while the drop is read and baselined).
-pub struct CommittedPeriods {
-    schema: SchemaRef,
-    batches: Vec<RecordBatch>,
-}
-
-/// Starts computing, in the background, the committed periods the drop's
-/// `rows` are compared with; `None` when `rules` hold no aggregate rule.
-pub fn start_committed_periods(
-    plan: &Plan,
-    rules: &[&Rule],
-    contributor: &str,
-    rows: &RecordBatch,
-    silver: &Table,
-) -> Result<Option<JoinHandle<Result<CommittedPeriods>>>> {
-    let has_aggregates = rules.iter().any(|r| r.scope == Scope::Aggregate);
-    if !has_aggregates || plan.metrics.is_empty() {
-        return Ok(None);
-    }
-    let Some(window) = comparison_window(&plan.contract, rows, plan.lookback_months)? else {
-        return Ok(None);
-    };
-    let months: Vec<String> = months_of(window)
-        .into_iter()
-        .map(|month| committed_rows_sql(&plan.contract, &plan.metrics, contributor, month))
-        .collect();
-    let by_period = metrics_by_period_sql(&plan.metrics, "committed_rows");
-    let silver = silver.clone();
-    let contract = plan.contract.clone();
-    Ok(Some(tokio::spawn(async move {
-        let ctx = new_session();
-        register_history_source(&ctx, &contract, &silver).await?;
-        let mut schema = None;
-        let mut batches = Vec::new();
-        // One month at a time: the distinct values a metric counts are held
-        // for one period, not for the whole window.
-        for month in months {
-            let rows = ctx.sql(&month).await.map_err(Error::query("aggregate"))?;
-            register_frame(&ctx, "committed_rows", rows).await?;
-            let frame = ctx
-                .sql(&by_period)
-                .await
-                .map_err(Error::query("aggregate"))?;
-            schema.get_or_insert_with(|| Arc::new(frame.schema().as_arrow().clone()));
-            batches.extend(frame.collect().await.map_err(Error::query("aggregate"))?);
-        }
-        let schema = schema.ok_or_else(|| {
-            Error::Internal("aggregate: no committed period to compare with".to_string())
-        })?;
-        Ok(CommittedPeriods { schema, batches })
-    })))
-}
-
-/// Each month of `[from, to)`, as its own `[start, end)`.
-fn months_of((from, to): (NaiveDate, NaiveDate)) -> Vec<(NaiveDate, NaiveDate)> {
-    let mut months = Vec::new();
-    let mut start = from;
-    while start < to {
-        let end = start
-            .checked_add_months(chrono::Months::new(1))
-            .map_or(to, |next| next.min(to));
-        months.push((start, end));
-        start = end;
-    }
-    months
 }
 
 /// Computes the drop's periods' metrics and evaluates `rules` (all of
@@ -184,7 +106,7 @@ pub async fn evaluate_aggregates(
 }
 
 /// The columns the metrics read, quoted, each followed by a comma.
-fn metric_columns(metrics: &[Metric]) -> String {
+pub(super) fn metric_columns(metrics: &[Metric]) -> String {
     let mut columns: Vec<&str> = metrics
         .iter()
         .flat_map(|m| m.columns.iter().map(String::as_str))
@@ -204,29 +126,10 @@ fn drop_rows_sql(metrics: &[Metric]) -> String {
     )
 }
 
-/// This contributor's committed rows of the month `[start, end)`, with
-/// their period: only the columns the metrics read.
-fn committed_rows_sql(
-    contract: &Contract,
-    metrics: &[Metric],
-    contributor: &str,
-    (start, end): (NaiveDate, NaiveDate),
-) -> String {
-    let order = quote(&contract.order_column);
-    format!(
-        "SELECT {columns}DATE '{start}' AS p FROM silver \
-         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
-           AND {order} < DATE '{end}'",
-        columns = metric_columns(metrics),
-        contributor_column = quote(&contract.contributor_column),
-        contributor = sql_string(contributor),
-    )
-}
-
 /// Each period's metrics over the rows of `table` (one aggregation per
 /// metric, joined on the period: a metric counting distinct values is then
 /// planned as a plain GROUP BY, far cheaper than a distinct accumulator).
-fn metrics_by_period_sql(metrics: &[Metric], table: &str) -> String {
+pub(super) fn metrics_by_period_sql(metrics: &[Metric], table: &str) -> String {
     let metric_tables: String = metrics
         .iter()
         .enumerate()

@@ -14,6 +14,7 @@
 //! counted: past its rate, a rule acts with its escalated severity.
 
 pub mod aggregate;
+pub mod committed;
 pub mod reference;
 
 use std::sync::Arc;
@@ -34,7 +35,8 @@ use crate::pipeline::baseline::Baselined;
 use crate::transient::{
     DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, with_columns,
 };
-use aggregate::{CommittedPeriods, PeriodOutcomes, PeriodReport};
+use aggregate::{PeriodOutcomes, PeriodReport};
+use committed::CommittedPeriods;
 use reference::KnownKeys;
 
 /// The transient column holding the worst severity that fired on a row (null: none).

@@ -1,0 +1,280 @@
+//! The committed periods aggregate rules compare a drop's periods with: each
+//! month's metrics over this contributor's Silver rows.
+//!
+//! They do not depend on the drop, so they are computed in the background
+//! while the drop is read and baselined, one month at a time (the distinct
+//! values a metric counts are held for one period, not the whole window).
+//! Iceberg data files never change, so a month's metrics are kept under
+//! `<dq_error>/metrics/`, addressed by the metric queries and the exact files
+//! holding the month: later runs reuse them, a month that gained or lost a
+//! file is computed afresh, and deleting the folder only costs time.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use arrow::record_batch::RecordBatch;
+use chrono::{Months, NaiveDate};
+use datafusion::prelude::SessionContext;
+use futures::TryStreamExt;
+use iceberg::expr::Reference;
+use iceberg::spec::Datum;
+use iceberg::table::Table;
+use sha2::{Digest, Sha256};
+use tokio::task::JoinHandle;
+
+use super::aggregate::{metric_columns, metrics_by_period_sql};
+use crate::config::Plan;
+use crate::config::contract::Contract;
+use crate::config::rules::{Rule, Scope};
+use crate::error::{Error, Result};
+use crate::infra::query::new_session;
+use crate::infra::storage::Location;
+use crate::pipeline::baseline::{
+    comparison_window, quote, register_frame, register_history_source, sql_string,
+};
+
+/// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
+const UNIX_EPOCH_FROM_CE: i32 = 719_163;
+
+/// Each committed period's metrics (one row per period: the period, then
+/// each metric), for the periods a drop is compared with.
+pub struct CommittedPeriods {
+    /// The rows' schema.
+    pub schema: SchemaRef,
+    /// One row per committed period.
+    pub batches: Vec<RecordBatch>,
+}
+
+/// Where the run's committed periods come from.
+pub struct CommittedSources<'a> {
+    /// Silver.
+    pub silver: &'a Table,
+    /// The dq_error root, under which computed months are kept.
+    pub dq_error: &'a Location,
+}
+
+/// Starts computing, in the background, the committed periods the drop's
+/// `rows` are compared with; `None` when `rules` hold no aggregate rule.
+pub fn start_committed_periods(
+    plan: &Plan,
+    rules: &[&Rule],
+    contributor: &str,
+    rows: &RecordBatch,
+    sources: CommittedSources<'_>,
+) -> Result<Option<JoinHandle<Result<CommittedPeriods>>>> {
+    let has_aggregates = rules.iter().any(|r| r.scope == Scope::Aggregate);
+    if !has_aggregates || plan.metrics.is_empty() {
+        return Ok(None);
+    }
+    let Some(window) = comparison_window(&plan.contract, rows, plan.lookback_months)? else {
+        return Ok(None);
+    };
+    let months = ComparedMonths::new(plan, contributor, window);
+    let silver = sources.silver.clone();
+    let dq_error = sources.dq_error.clone();
+    let contract = plan.contract.clone();
+    Ok(Some(tokio::spawn(async move {
+        months.compute(&contract, &silver, &dq_error).await
+    })))
+}
+
+/// The months of a comparison window and the queries that measure them.
+struct ComparedMonths {
+    contributor: String,
+    months: Vec<(NaiveDate, NaiveDate)>,
+    /// Per month: this contributor's rows of it, the columns metrics read.
+    rows_sql: Vec<String>,
+    /// Rows of no month (for the metrics' schema when there is no month).
+    no_rows_sql: String,
+    /// The metrics of the rows registered as `committed_rows`.
+    by_period: String,
+}
+
+impl ComparedMonths {
+    fn new(plan: &Plan, contributor: &str, window: (NaiveDate, NaiveDate)) -> ComparedMonths {
+        let months = months_of(window);
+        let rows_sql = months
+            .iter()
+            .map(|month| committed_rows_sql(plan, contributor, *month))
+            .collect();
+        ComparedMonths {
+            contributor: contributor.to_string(),
+            months,
+            rows_sql,
+            no_rows_sql: committed_rows_sql(plan, contributor, (window.0, window.0)),
+            by_period: metrics_by_period_sql(&plan.metrics, "committed_rows"),
+        }
+    }
+
+    /// Every month's metrics: kept ones read back, the others computed and kept.
+    async fn compute(
+        &self,
+        contract: &Contract,
+        silver: &Table,
+        dq_error: &Location,
+    ) -> Result<CommittedPeriods> {
+        let ctx = new_session();
+        register_history_source(&ctx, contract, silver).await?;
+        let mut batches = Vec::with_capacity(self.months.len());
+        for (month, rows_sql) in self.months.iter().zip(&self.rows_sql) {
+            let files = month_files(silver, contract, &self.contributor, *month).await?;
+            let kept = self.kept_path(rows_sql, &files);
+            if let Some(batch) = read_kept(dq_error, &kept).await {
+                batches.push(batch);
+                continue;
+            }
+            let batch = self.measure(&ctx, rows_sql).await?;
+            keep(dq_error, &kept, &batch).await;
+            batches.push(batch);
+        }
+        let schema = match batches.first() {
+            Some(batch) => batch.schema(),
+            None => self.measured_schema(&ctx).await?,
+        };
+        Ok(CommittedPeriods { schema, batches })
+    }
+
+    /// One month's metrics, computed from Silver.
+    async fn measure(&self, ctx: &SessionContext, rows_sql: &str) -> Result<RecordBatch> {
+        let rows = ctx.sql(rows_sql).await.map_err(Error::query("aggregate"))?;
+        register_frame(ctx, "committed_rows", rows).await?;
+        let frame = ctx
+            .sql(&self.by_period)
+            .await
+            .map_err(Error::query("aggregate"))?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let batches = frame.collect().await.map_err(Error::query("aggregate"))?;
+        arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow("aggregate"))
+    }
+
+    /// The schema of a month's metrics, when there is no month to measure.
+    async fn measured_schema(&self, ctx: &SessionContext) -> Result<SchemaRef> {
+        Ok(self.measure(ctx, &self.no_rows_sql).await?.schema())
+    }
+
+    /// Where a month's metrics are kept: addressed by the queries and the files.
+    fn kept_path(&self, rows_sql: &str, files: &[String]) -> String {
+        let mut hash = Sha256::new();
+        for part in [rows_sql, self.by_period.as_str()]
+            .into_iter()
+            .chain(files.iter().map(String::as_str))
+        {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        format!(
+            "metrics/contributor={}/{}.arrow",
+            self.contributor,
+            hex::encode(hash.finalize())
+        )
+    }
+}
+
+/// Each month of `[from, to)`, as its own `[start, end)`.
+fn months_of((from, to): (NaiveDate, NaiveDate)) -> Vec<(NaiveDate, NaiveDate)> {
+    let mut months = Vec::new();
+    let mut start = from;
+    while start < to {
+        let end = start
+            .checked_add_months(Months::new(1))
+            .map_or(to, |next| next.min(to));
+        months.push((start, end));
+        start = end;
+    }
+    months
+}
+
+/// This contributor's committed rows of the month `[start, end)`, with
+/// their period: only the columns the metrics read.
+fn committed_rows_sql(
+    plan: &Plan,
+    contributor: &str,
+    (start, end): (NaiveDate, NaiveDate),
+) -> String {
+    let order = quote(&plan.contract.order_column);
+    format!(
+        "SELECT {columns}DATE '{start}' AS p FROM silver \
+         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
+           AND {order} < DATE '{end}'",
+        columns = metric_columns(&plan.metrics),
+        contributor_column = quote(&plan.contract.contributor_column),
+        contributor = sql_string(contributor),
+    )
+}
+
+/// The data and delete files that may hold this contributor's rows of the
+/// month (partition pruning and column statistics decide), sorted.
+async fn month_files(
+    silver: &Table,
+    contract: &Contract,
+    contributor: &str,
+    (start, end): (NaiveDate, NaiveDate),
+) -> Result<Vec<String>> {
+    if silver.metadata().current_snapshot().is_none() {
+        return Ok(Vec::new());
+    }
+    let day = |date: NaiveDate| {
+        Datum::date(chrono::Datelike::num_days_from_ce(&date) - UNIX_EPOCH_FROM_CE)
+    };
+    let order = Reference::new(contract.order_column.clone());
+    let predicate = Reference::new(contract.contributor_column.clone())
+        .equal_to(Datum::string(contributor))
+        .and(order.clone().greater_than_or_equal_to(day(start)))
+        .and(order.less_than(day(end)));
+    let target = silver.identifier().to_string();
+    let scan = silver
+        .scan()
+        .with_filter(predicate)
+        .select_empty()
+        .build()
+        .map_err(Error::catalog("scan", &target))?;
+    let tasks: Vec<_> = scan
+        .plan_files()
+        .await
+        .map_err(Error::catalog("scan", &target))?
+        .try_collect()
+        .await
+        .map_err(Error::catalog("scan", &target))?;
+    let mut files: Vec<String> = tasks
+        .iter()
+        .flat_map(|task| {
+            std::iter::once(task.data_file_path.clone())
+                .chain(task.deletes.iter().map(|d| d.file_path.clone()))
+        })
+        .collect();
+    files.sort_unstable();
+    files.dedup();
+    Ok(files)
+}
+
+/// A kept month's metrics; `None` when absent or unreadable (then measured again).
+async fn read_kept(dq_error: &Location, path: &str) -> Option<RecordBatch> {
+    let bytes = match dq_error.get_opt(path).await {
+        Ok(bytes) => bytes?,
+        Err(error) => {
+            tracing::warn!(path, error = %error, "kept period metrics unreadable: measuring again");
+            return None;
+        }
+    };
+    let mut reader = FileReader::try_new(Cursor::new(bytes), None).ok()?;
+    reader.next()?.ok()
+}
+
+/// Keeps a month's metrics for later runs; a failure only costs them time.
+async fn keep(dq_error: &Location, path: &str, batch: &RecordBatch) {
+    let mut bytes = Vec::new();
+    let written = FileWriter::try_new(&mut bytes, &batch.schema()).and_then(|mut writer| {
+        writer.write(batch)?;
+        writer.finish()
+    });
+    let result = match written {
+        Ok(()) => dq_error.put(path, bytes).await,
+        Err(error) => Err(Error::arrow("aggregate")(error)),
+    };
+    if let Err(error) = result {
+        tracing::warn!(path, error = %error, "could not keep the period metrics");
+    }
+}
