@@ -8,6 +8,7 @@
 //! [`Summary`]; the stages pass named types (`Batch`, `Baselined`, `Judged`,
 //! `Routed`, `Written`, `Balanced`), and only a `Balanced` run can be committed.
 
+pub mod background;
 pub mod balance;
 pub mod baseline;
 pub mod claim;
@@ -30,6 +31,8 @@ use iceberg::table::Table;
 use tracing::Instrument;
 
 use crate::progress::Progress;
+use background::Background;
+use evaluate::reference::KnownKeys;
 
 use crate::config::Plan;
 use crate::config::rules::{Rule, Scope, Severity, rules_fingerprint};
@@ -140,6 +143,18 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     }
     let mut summary = new_summary(plan, drop, contributor_type, &rules);
     let context = open_context(plan, drop).await?;
+    // The references' keys do not depend on the drop: they load while the
+    // drop is fetched, fingerprinted and read.
+    let references = Background::spawn(
+        "loading the references",
+        evaluate::reference::load_known_keys(
+            evaluate::references_read_by(plan, &rules),
+            evaluate::reference::ReferenceSources {
+                stores: context.stores.clone(),
+                catalog: context.catalog.clone(),
+            },
+        ),
+    );
     let claimed =
         match claim::claim_run(&context.bronze, &context.dq_error, drop, &context.silver).await {
             Ok(claimed) => claimed,
@@ -178,7 +193,7 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     let summary_path = Summary::path(&claim.run_date, &drop.contributor, &claim.run_id);
     tracing::Span::current().record("run_id", claim.run_id.as_str());
     crate::lineage::emit(plan, &context.stores, &summary).await;
-    let result = process(&context, claim, &rules, options, &mut summary).await;
+    let result = process(&context, (claim, references), &rules, options, &mut summary).await;
     summary.finished_at = Some(now());
     time(&mut summary, "total", started);
     if let Err(error) = &result {
@@ -226,13 +241,13 @@ async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef) -> Result<Context<'
 /// read -> baseline -> evaluate -> route -> write -> balance -> commit.
 async fn process(
     context: &Context<'_>,
-    claim: Claim,
+    started: (Claim, Background<Vec<KnownKeys>>),
     rules: &[&Rule],
     options: &RunOptions,
     summary: &mut Summary,
 ) -> Result<()> {
     let progress = Progress::new(options.progress, &context.drop.prefix());
-    let result = process_stages(context, claim, rules, options, summary, &progress).await;
+    let result = process_stages(context, started, rules, options, summary, &progress).await;
     progress.finish();
     result
 }
@@ -240,7 +255,7 @@ async fn process(
 /// The stages of [`process`], showing each on `progress`.
 async fn process_stages(
     context: &Context<'_>,
-    mut claim: Claim,
+    (mut claim, references): (Claim, Background<Vec<KnownKeys>>),
     rules: &[&Rule],
     options: &RunOptions,
     summary: &mut Summary,
@@ -249,13 +264,6 @@ async fn process_stages(
     let plan = context.plan;
     let contributor = &context.drop.contributor;
     let mut clock = Instant::now();
-    let known_keys = tokio::spawn(evaluate::reference::load_known_keys(
-        evaluate::references_read_by(plan, rules),
-        evaluate::reference::ReferenceSources {
-            stores: context.stores.clone(),
-            catalog: context.catalog.clone(),
-        },
-    ));
     progress.stage("reading");
 
     let files = std::mem::take(&mut claim.files);
@@ -294,13 +302,9 @@ async fn process_stages(
         summary.baseline.window_to = Some(to.to_string());
     }
     clock = lap(summary, "baseline", clock);
-    let known_keys = known_keys
-        .await
-        .map_err(|e| Error::Internal(format!("loading the references: {e}")))??;
+    let known_keys = references.join().await?;
     let committed_periods = match committed_periods {
-        Some(task) => Some(task.await.map_err(|e| {
-            Error::Internal(format!("computing the committed periods' metrics: {e}"))
-        })??),
+        Some(work) => Some(work.join().await?),
         None => None,
     };
     let judged =

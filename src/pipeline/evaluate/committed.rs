@@ -23,7 +23,6 @@ use iceberg::expr::Reference;
 use iceberg::spec::Datum;
 use iceberg::table::Table;
 use sha2::{Digest, Sha256};
-use tokio::task::JoinHandle;
 
 use super::aggregate::{metric_columns, metrics_by_period_sql};
 use crate::config::Plan;
@@ -32,6 +31,7 @@ use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
 use crate::infra::query::new_session;
 use crate::infra::storage::Location;
+use crate::pipeline::background::Background;
 use crate::pipeline::baseline::{
     comparison_window, quote, register_frame, register_history_source, sql_string,
 };
@@ -64,7 +64,7 @@ pub fn start_committed_periods(
     contributor: &str,
     rows: &RecordBatch,
     sources: CommittedSources<'_>,
-) -> Result<Option<JoinHandle<Result<CommittedPeriods>>>> {
+) -> Result<Option<Background<CommittedPeriods>>> {
     let has_aggregates = rules.iter().any(|r| r.scope == Scope::Aggregate);
     if !has_aggregates || plan.metrics.is_empty() {
         return Ok(None);
@@ -76,9 +76,10 @@ pub fn start_committed_periods(
     let silver = sources.silver.clone();
     let dq_error = sources.dq_error.clone();
     let contract = plan.contract.clone();
-    Ok(Some(tokio::spawn(async move {
-        months.compute(&contract, &silver, &dq_error).await
-    })))
+    Ok(Some(Background::spawn(
+        "measuring the committed periods",
+        async move { months.compute(&contract, &silver, &dq_error).await },
+    )))
 }
 
 /// The months of a comparison window and the queries that measure them.

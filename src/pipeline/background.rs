@@ -1,0 +1,41 @@
+//! Work a run starts ahead of the stage that needs it (loading reference
+//! keys, measuring committed periods), on the runtime's other threads. If the
+//! run stops before it is needed, the work is cancelled, not left running.
+
+use std::future::Future;
+
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
+
+/// A piece of work running in the background.
+pub struct Background<T> {
+    task: JoinHandle<Result<T>>,
+    what: &'static str,
+}
+
+impl<T: Send + 'static> Background<T> {
+    /// Starts `work`; `what` names it in errors.
+    pub fn spawn(
+        what: &'static str,
+        work: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> Self {
+        Background {
+            task: tokio::spawn(work),
+            what,
+        }
+    }
+
+    /// Waits for the work and returns what it gave.
+    pub async fn join(mut self) -> Result<T> {
+        (&mut self.task)
+            .await
+            .map_err(|e| Error::Internal(format!("{}: {e}", self.what)))?
+    }
+}
+
+impl<T> Drop for Background<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
