@@ -254,19 +254,32 @@ impl History {
         found: Vec<Option<u32>>,
         wanted: impl Fn(u32) -> bool,
     ) -> Result<Vec<u32>> {
-        let (rows, entities): (Vec<u32>, Vec<u32>) = found
-            .into_iter()
-            .enumerate()
-            .filter_map(|(row, entity)| entity.filter(|e| wanted(*e)).map(|e| (row as u32, e)))
-            .unzip();
+        // `None` while the rows kept are exactly the first ones: then the
+        // batch is kept as it is (or its head), without gathering rows.
+        let mut rows: Option<Vec<u32>> = None;
+        let mut entities = Vec::with_capacity(found.len());
+        for (row, entity) in found.into_iter().enumerate() {
+            let Some(entity) = entity.filter(|e| wanted(*e)) else {
+                continue;
+            };
+            match &mut rows {
+                Some(rows) => rows.push(row as u32),
+                None if row > entities.len() => {
+                    let mut gathered: Vec<u32> = (0..entities.len() as u32).collect();
+                    gathered.push(row as u32);
+                    rows = Some(gathered);
+                }
+                None => {}
+            }
+            entities.push(entity);
+        }
         if entities.is_empty() {
             return Ok(entities);
         }
-        let kept = if rows.len() == batch.num_rows() {
-            batch.clone()
-        } else {
-            arrow::compute::take_record_batch(batch, &UInt32Array::from(rows))
-                .map_err(Error::arrow("baseline"))?
+        let kept = match rows {
+            None => batch.slice(0, entities.len()),
+            Some(rows) => arrow::compute::take_record_batch(batch, &UInt32Array::from(rows))
+                .map_err(Error::arrow("baseline"))?,
         };
         self.batches.push(kept);
         self.entities.extend_from_slice(&entities);
@@ -441,4 +454,66 @@ fn history_projection(contract: &Contract, prev: &BTreeSet<String>) -> String {
         .map(|c| quote(&c.name))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::Int64Array;
+
+    use super::*;
+
+    fn values(batch: &RecordBatch) -> Vec<i64> {
+        batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .values()
+            .to_vec()
+    }
+
+    #[test]
+    fn history_keeps_exactly_the_wanted_rows_of_drop_entities() {
+        let batch = RecordBatch::try_from_iter([(
+            "k",
+            Arc::new(Int64Array::from(vec![10, 11, 12, 13, 14])) as ArrayRef,
+        )])
+        .unwrap();
+        let cases: [(Vec<Option<u32>>, u32, Vec<i64>, Vec<u32>); 4] = [
+            (
+                (0..5).map(Some).collect(),
+                99,
+                vec![10, 11, 12, 13, 14],
+                vec![0, 1, 2, 3, 4],
+            ),
+            (
+                vec![Some(0), Some(1), None, None, None],
+                99,
+                vec![10, 11],
+                vec![0, 1],
+            ),
+            (
+                vec![None, Some(1), Some(2), None, Some(4)],
+                2,
+                vec![11, 14],
+                vec![1, 4],
+            ),
+            (
+                vec![Some(0), None, Some(2), Some(3), None],
+                99,
+                vec![10, 12, 13],
+                vec![0, 2, 3],
+            ),
+        ];
+        for (found, unwanted, rows, entities) in cases {
+            let mut history = History::default();
+            let kept = history.keep(&batch, found, |e| e != unwanted).unwrap();
+            assert_eq!(kept, entities);
+            assert_eq!(history.entities, entities);
+            assert_eq!(values(&history.batches[0]), rows);
+        }
+        let mut history = History::default();
+        let kept = history.keep(&batch, vec![None; 5], |_| true).unwrap();
+        assert!(kept.is_empty() && history.batches.is_empty());
+    }
 }

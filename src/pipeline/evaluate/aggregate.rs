@@ -8,7 +8,7 @@
 //! is compared with its January (DESIGN.md invariant 8). A period with no
 //! previous period skips the rules (invariant 9).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use arrow::array::{Array, Date32Array, Float64Array, Int64Array};
 use arrow::compute::cast;
@@ -43,7 +43,8 @@ pub struct PeriodReport {
 /// Aggregate outcomes by period (days since the epoch), in the order of the rules given.
 #[derive(Debug, Default)]
 pub struct PeriodOutcomes {
-    by_period: HashMap<i32, Vec<i64>>,
+    /// A drop holds a handful of periods: a list beats a hash map, asked once per row.
+    by_period: Vec<(i32, Vec<i64>)>,
     /// What each period measured.
     pub reports: Vec<PeriodReport>,
 }
@@ -52,8 +53,9 @@ impl PeriodOutcomes {
     /// The outcome of aggregate rule `index` for `period`; skipped if the period was not measured.
     pub fn outcome(&self, period: i32, index: usize) -> i64 {
         self.by_period
-            .get(&period)
-            .and_then(|o| o.get(index))
+            .iter()
+            .find(|(p, _)| *p == period)
+            .and_then(|(_, o)| o.get(index))
             .copied()
             .unwrap_or(SKIPPED)
     }
@@ -257,7 +259,7 @@ fn read_periods(
         }
         outcomes
             .by_period
-            .insert(periods.value(row), period_outcomes);
+            .push((periods.value(row), period_outcomes));
         outcomes.reports.push(report);
     }
     Ok(())
