@@ -1,20 +1,30 @@
 //! The `silverline` binary: parse the command line, start logging, run, and
 //! turn the outcome into the exit code DESIGN.md promises.
 
-use std::process::ExitCode;
+use std::io::Write;
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() {
     let cli = silverline::cli::Cli::parse();
     silverline::telemetry::init(cli.log_format);
-    match silverline::cli::run(cli).await {
-        Ok(code) => ExitCode::from(code),
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            std::process::exit(3);
+        }
+    };
+    let code = match runtime.block_on(silverline::cli::run(cli)) {
+        Ok(code) => i32::from(code),
         Err(error) => {
             tracing::error!(error = %error, "run failed");
             eprintln!("error: {error}");
-            ExitCode::from(error.class().exit_code())
+            i32::from(error.class().exit_code())
         }
-    }
+    };
+    // Everything the run promised is written and awaited by now: exit
+    // without waiting for the runtime's idle threads to wind down.
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
 }
