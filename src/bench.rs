@@ -3,9 +3,9 @@
 //! Parquet, and shows how the run's time moves with history length (3, 12 and
 //! 36 months) and with five times the rules. The compared runs are `--dry-run`
 //! child processes (everything but the commit, so one drop can be measured
-//! under several settings; the median of three counts), timed from outside, with their peak RSS read from
-//! `/proc` while they run; a last, real run of the 12-month drop shows the
-//! commit too.
+//! under several settings), timed from outside, with their peak RSS read from
+//! `/proc` while they run; each compared figure, the floor's too, is the
+//! median of three. A last, real run of the 12-month drop shows the commit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,7 +59,7 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
         by_history.push((history, ws, drop_id, measure));
     }
     let (_, ws, drop_id, run12) = &by_history[1];
-    let floor = measure_floor(ws, drop_id)?;
+    let floor = median_floor(ws, drop_id)?;
     println!(
         "floor (CSV -> Parquet, arrow)       {:>8.2} s",
         floor.as_secs_f64()
@@ -298,6 +298,15 @@ fn summary_stages(stdout: &str) -> Vec<(String, u64)> {
         .iter()
         .filter_map(|s| Some((s.to_string(), summary["timings_ms"][s].as_u64()?)))
         .collect()
+}
+
+/// The median of [`REPEATS`] floor measurements, as for the runs it is compared with.
+fn median_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
+    let mut floors = (0..REPEATS)
+        .map(|_| measure_floor(ws, drop_id))
+        .collect::<Result<Vec<_>>>()?;
+    floors.sort();
+    Ok(floors.swap_remove(REPEATS / 2))
 }
 
 /// The floor: read the drop CSV with the contract's types and write it as Parquet, nothing else.
