@@ -479,7 +479,9 @@ mod tests {
             Arc::new(Int64Array::from(vec![10, 11, 12, 13, 14])) as ArrayRef,
         )])
         .unwrap();
-        let cases: [(Vec<Option<u32>>, u32, Vec<i64>, Vec<u32>); 4] = [
+        // (entity found per row, the unwanted entity, rows kept, entities kept)
+        type Case = (Vec<Option<u32>>, u32, Vec<i64>, Vec<u32>);
+        let cases: [Case; 4] = [
             (
                 (0..5).map(Some).collect(),
                 99,

@@ -57,7 +57,7 @@ struct TypedTable {
     columns: Vec<ArrayRef>,
     lines: Vec<u64>,
     /// Rows (by index) with a value that did not read, and why.
-    problems: Vec<(usize, String)>,
+    problems: typing::Problems,
     raws: RawText,
     rejects: Vec<ParseReject>,
 }

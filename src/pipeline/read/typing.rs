@@ -155,13 +155,16 @@ impl ColumnBuilder {
     }
 }
 
+/// Rows (numbered from 0) whose value did not read, each with why.
+pub(super) type Problems = Vec<(usize, String)>;
+
 /// One file's rows being typed, one builder per contract column, with the
 /// first problem of each row whose value did not read.
 pub(super) struct TypedRows<'c> {
     columns: &'c [Column],
     builders: Vec<ColumnBuilder>,
     rows: usize,
-    problems: Vec<(usize, String)>,
+    problems: Problems,
 }
 
 impl<'c> TypedRows<'c> {
@@ -214,7 +217,7 @@ impl<'c> TypedRows<'c> {
     }
 
     /// The typed columns and the rows (numbered from 0) that had a problem.
-    pub(super) fn finish(self) -> Result<(Vec<ArrayRef>, Vec<(usize, String)>)> {
+    pub(super) fn finish(self) -> Result<(Vec<ArrayRef>, Problems)> {
         let columns = self
             .builders
             .into_iter()
