@@ -72,11 +72,12 @@ pub(super) fn lag(
     let history = committed_rows;
 
     let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 5);
+    let sources = previous_sources(&links.previous);
     for name in prev {
         let current = column(rows, name)?;
         let committed =
             cast(&history.column(name)?, current.data_type()).map_err(Error::arrow("baseline"))?;
-        let previous = previous_values(current, &committed, &links.previous)?;
+        let previous = previous_values(current, &committed, &sources)?;
         extra.push((
             Field::new(prev_column(name), current.data_type().clone(), true),
             previous,
@@ -264,23 +265,28 @@ fn link(members: &[Member], drop_rows: usize) -> Links {
     links
 }
 
-/// The previous value of one column for every drop row.
-fn previous_values(
-    current: &ArrayRef,
-    committed: &ArrayRef,
-    previous: &[Option<Previous>],
-) -> Result<ArrayRef> {
-    let none = new_null_array(current.data_type(), 1);
-    let sources: [&dyn Array; 3] = [current.as_ref(), committed.as_ref(), none.as_ref()];
-    let indices: Vec<(usize, usize)> = previous
+/// Where each drop row's previous value is, as `interleave` indices over
+/// (the drop's column, the history's column, a null).
+fn previous_sources(previous: &[Option<Previous>]) -> Vec<(usize, usize)> {
+    previous
         .iter()
         .map(|p| match p {
             Some(Previous::Drop(i)) => (0, *i),
             Some(Previous::History(i)) => (1, *i),
             None => (2, 0),
         })
-        .collect();
-    interleave(&sources, &indices).map_err(Error::arrow("baseline"))
+        .collect()
+}
+
+/// The previous value of one column for every drop row.
+fn previous_values(
+    current: &ArrayRef,
+    committed: &ArrayRef,
+    sources: &[(usize, usize)],
+) -> Result<ArrayRef> {
+    let none = new_null_array(current.data_type(), 1);
+    let arrays: [&dyn Array; 3] = [current.as_ref(), committed.as_ref(), none.as_ref()];
+    interleave(&arrays, sources).map_err(Error::arrow("baseline"))
 }
 
 /// The first day of each date's month (null for a null date).
