@@ -6,13 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, ArrayRef, Scalar, StructArray};
-use arrow::compute::kernels::cmp::not_distinct;
+use arrow::array::{ArrayRef, StructArray, UInt32Array};
+use arrow::compute::take_record_batch;
 use arrow::record_batch::RecordBatch;
-use iceberg::arrow::{
-    PartitionValueCalculator, RecordBatchPartitionSplitter, arrow_struct_to_literal,
-    schema_to_arrow_schema,
-};
+use iceberg::arrow::{PartitionValueCalculator, arrow_struct_to_literal, schema_to_arrow_schema};
 use iceberg::spec::{
     DataFile, DataFileFormat, Literal, PartitionKey, PartitionSpec, PartitionSpecRef, SchemaRef,
     TableProperties,
@@ -31,6 +28,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
+use crate::pipeline::keys::KeyIndex;
 use crate::pipeline::route::{Routed, SetAside};
 
 /// What a run wrote, before the commit.
@@ -171,13 +169,13 @@ async fn write_share(
     written.map_err(Error::catalog("write", &target))
 }
 
-/// Splits batches by partition. A batch whose rows all share one partition
-/// (a monthly drop of one contributor: every batch) costs one vectorized
-/// pass and is written as it is; iceberg's splitter, which builds a key per
-/// row and copies every part, is kept for batches that mix partitions.
+/// Splits batches by partition: the partition values are computed for the
+/// whole batch at once and the rows grouped by them in a key index; a batch
+/// whose rows share one partition (a monthly drop of one contributor: every
+/// batch) is written as it is. (iceberg's own splitter builds and hashes a
+/// key per row and copies every part.)
 struct PartitionSplitter {
     calculator: PartitionValueCalculator,
-    mixed: RecordBatchPartitionSplitter,
     spec: PartitionSpec,
     schema: SchemaRef,
 }
@@ -186,51 +184,55 @@ impl PartitionSplitter {
     fn try_new(schema: SchemaRef, spec: PartitionSpecRef) -> iceberg::Result<PartitionSplitter> {
         Ok(PartitionSplitter {
             calculator: PartitionValueCalculator::try_new(&spec, &schema)?,
-            mixed: RecordBatchPartitionSplitter::try_new_with_computed_values(
-                schema.clone(),
-                spec.clone(),
-            )?,
             spec: spec.as_ref().clone(),
             schema,
         })
     }
 
     fn split(&self, batch: &RecordBatch) -> iceberg::Result<Vec<(PartitionKey, RecordBatch)>> {
-        let values = self.calculator.calculate(batch)?;
-        if batch.num_rows() == 0 || !is_constant(&values)? {
-            return self.mixed.split(batch);
+        if batch.num_rows() == 0 {
+            return Ok(Vec::new());
         }
-        let first = arrow_struct_to_literal(&values.slice(0, 1), self.calculator.partition_type())?;
-        match first.into_iter().next() {
-            Some(Some(Literal::Struct(key))) => Ok(vec![(
-                PartitionKey::new(self.spec.clone(), self.schema.clone(), key),
-                batch.clone(),
-            )]),
-            _ => self.mixed.split(batch),
+        let values = self.calculator.calculate(batch)?;
+        let parts = values
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .ok_or_else(|| invalid("partition values are not a struct"))?;
+        let mut index = KeyIndex::new("write");
+        let groups = index.insert(parts.columns()).map_err(invalid)?;
+        if index.len() == 1 {
+            return Ok(vec![(self.key_of(&values, 0)?, batch.clone())]);
+        }
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); index.len()];
+        for (row, group) in groups.into_iter().enumerate() {
+            rows[group as usize].push(row as u32);
+        }
+        rows.into_iter()
+            .map(|rows| {
+                let key = self.key_of(&values, rows[0] as usize)?;
+                let part = take_record_batch(batch, &UInt32Array::from(rows)).map_err(invalid)?;
+                Ok((key, part))
+            })
+            .collect()
+    }
+
+    /// The partition key of row `row`'s partition values.
+    fn key_of(&self, values: &ArrayRef, row: usize) -> iceberg::Result<PartitionKey> {
+        let literal =
+            arrow_struct_to_literal(&values.slice(row, 1), self.calculator.partition_type())?;
+        match literal.into_iter().next() {
+            Some(Some(Literal::Struct(key))) => Ok(PartitionKey::new(
+                self.spec.clone(),
+                self.schema.clone(),
+                key,
+            )),
+            _ => Err(invalid("partition value is not a struct")),
         }
     }
 }
 
-/// Whether every row of the partition values equals the first (nulls equal nulls).
-fn is_constant(values: &ArrayRef) -> iceberg::Result<bool> {
-    let values = values
-        .as_any()
-        .downcast_ref::<StructArray>()
-        .ok_or_else(|| {
-            iceberg::Error::new(
-                iceberg::ErrorKind::DataInvalid,
-                "partition values are not a struct",
-            )
-        })?;
-    for column in values.columns() {
-        let first = Scalar::new(column.slice(0, 1));
-        let same = not_distinct(column, &first)
-            .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, e.to_string()))?;
-        if same.true_count() != column.len() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+fn invalid(error: impl std::fmt::Display) -> iceberg::Error {
+    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, error.to_string())
 }
 
 type SilverWriterBuilder =
@@ -256,4 +258,87 @@ fn data_file_writer_builder(
         ),
     );
     Ok(DataFileWriterBuilder::new(rolling))
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Date32Array, StringArray};
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform, Type};
+
+    use super::*;
+
+    #[test]
+    fn rows_are_split_by_partition_and_one_partition_stays_whole() {
+        let schema = Arc::new(
+            Schema::builder()
+                .with_fields(vec![
+                    NestedField::required(1, "who", Type::Primitive(PrimitiveType::String)).into(),
+                    NestedField::required(2, "day", Type::Primitive(PrimitiveType::Date)).into(),
+                ])
+                .build()
+                .unwrap(),
+        );
+        let spec = Arc::new(
+            PartitionSpec::builder(schema.clone())
+                .add_partition_field("who", "who", Transform::Identity)
+                .unwrap()
+                .add_partition_field("day", "day_month", Transform::Month)
+                .unwrap()
+                .build()
+                .unwrap(),
+        );
+        let arrow_schema = Arc::new(schema_to_arrow_schema(&schema).unwrap());
+        let batch = |who: Vec<&str>, day: Vec<i32>| {
+            RecordBatch::try_new(
+                arrow_schema.clone(),
+                vec![
+                    Arc::new(StringArray::from(who)),
+                    Arc::new(Date32Array::from(day)),
+                ],
+            )
+            .unwrap()
+        };
+        let splitter = PartitionSplitter::try_new(schema, spec).unwrap();
+        // 2026-01-05, 2026-01-20 and 2026-02-03, two contributors, interleaved.
+        let (jan, jan_later, feb) = (20458, 20473, 20487);
+        let mixed = batch(
+            vec!["A", "B", "A", "A", "B"],
+            vec![jan, jan, feb, jan_later, jan],
+        );
+        let mut parts: Vec<(String, Vec<i32>)> = splitter
+            .split(&mixed)
+            .unwrap()
+            .into_iter()
+            .map(|(key, part)| {
+                let who = part
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                let day = part
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<Date32Array>()
+                    .unwrap();
+                assert!(who.iter().all(|w| w == who.iter().next().flatten()));
+                let values: Vec<String> = key.data().iter().map(|v| format!("{v:?}")).collect();
+                (
+                    format!("{}:{}", who.value(0), values.join("|")),
+                    day.values().to_vec(),
+                )
+            })
+            .collect();
+        parts.sort();
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[0].1, vec![jan, jan_later]);
+        assert_eq!(parts[1].1, vec![feb]);
+        assert_eq!(parts[2].1, vec![jan, jan]);
+        assert!(parts[0].0.starts_with("A:") && parts[2].0.starts_with("B:"));
+
+        let one = batch(vec!["A", "A"], vec![jan, jan_later]);
+        let whole = splitter.split(&one).unwrap();
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].1.num_rows(), 2);
+        assert!(splitter.split(&batch(vec![], vec![])).unwrap().is_empty());
+    }
 }

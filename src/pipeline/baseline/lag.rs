@@ -60,24 +60,23 @@ pub(super) fn lag(
     entities: &Entities,
     history: &History,
 ) -> Result<RecordBatch> {
-    let committed_rows = HistoryColumns::new(contract, prev, &history.batches)?;
+    let committed = HistoryColumns::new(prev, &history.batches)?;
     let drop_order = dates(column(rows, &contract.order_column)?)?;
-    let history_order = dates(&committed_rows.column(&contract.order_column)?)?;
+    let history_order = dates(&committed.column(&contract.order_column)?)?;
     let members = sorted_members(
         entities.count(),
         (entities.of_rows(), &drop_order),
         (&history.entities, &history_order),
     )?;
     let links = link(&members, rows.num_rows());
-    let history = committed_rows;
 
     let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 5);
     let sources = previous_sources(&links.previous);
     for name in prev {
         let current = column(rows, name)?;
-        let committed =
-            cast(&history.column(name)?, current.data_type()).map_err(Error::arrow("baseline"))?;
-        let previous = previous_values(current, &committed, &sources)?;
+        let committed_values = cast(&committed.column(name)?, current.data_type())
+            .map_err(Error::arrow("baseline"))?;
+        let previous = previous_values(current, &committed_values, &sources)?;
         extra.push((
             Field::new(prev_column(name), current.data_type().clone(), true),
             previous,
@@ -105,23 +104,18 @@ pub(super) fn lag(
     with_columns(rows, extra, "baseline")
 }
 
-/// The history columns the LAG reads (entity key and `prev` columns), each
-/// concatenated over the history batches once.
+/// The history columns the LAG reads (the `prev` columns, the order column
+/// among them), each concatenated over the history batches once; the entity
+/// of each history row is already known.
 struct HistoryColumns {
     columns: HashMap<String, ArrayRef>,
 }
 
 impl HistoryColumns {
-    fn new(
-        contract: &Contract,
-        prev: &BTreeSet<String>,
-        batches: &[RecordBatch],
-    ) -> Result<HistoryColumns> {
+    fn new(prev: &BTreeSet<String>, batches: &[RecordBatch]) -> Result<HistoryColumns> {
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        let columns = contract
-            .entity_key
+        let columns = prev
             .iter()
-            .chain(prev)
             .map(|name| {
                 if rows == 0 {
                     return Ok((name.clone(), new_null_array(&DataType::Null, 0)));

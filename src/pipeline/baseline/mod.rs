@@ -45,10 +45,6 @@ pub struct Baselined {
     pub frame: DataFrame,
     /// The history window that was read, if the drop had any rows to baseline.
     pub window: Option<(NaiveDate, NaiveDate)>,
-    /// First day of the drop's earliest period (the end of the lookback window).
-    pub first_period: Option<NaiveDate>,
-    /// The contributor whose drop this is.
-    pub contributor: String,
 }
 
 /// Builds the baseline frame for `rows` of `contributor` against `silver`.
@@ -62,8 +58,6 @@ pub async fn load_baseline(
 ) -> Result<Baselined> {
     let ctx = new_session();
     let window = order_window(contract, &rows, lookback_months)?;
-    ctx.register_batch("batch", rows.clone())
-        .map_err(Error::query("baseline"))?;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules);
     let entities = Entities::of_drop(contract, &rows)?;
@@ -84,9 +78,7 @@ pub async fn load_baseline(
         ctx,
         rows: lagged,
         frame,
-        first_period: window.map(|(from, _)| first_period(from, lookback_months)),
         window,
-        contributor: contributor.to_string(),
     })
 }
 
@@ -246,44 +238,44 @@ impl History {
         self.entities.len()
     }
 
-    /// Keeps the rows of `batch` whose entity is in the drop and `wanted`;
-    /// returns the entities kept.
+    /// Keeps the rows of `batch` whose entity is in the drop and `wanted`.
     fn keep(
         &mut self,
         batch: &RecordBatch,
         found: Vec<Option<u32>>,
         wanted: impl Fn(u32) -> bool,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<()> {
         // `None` while the rows kept are exactly the first ones: then the
         // batch is kept as it is (or its head), without gathering rows.
         let mut rows: Option<Vec<u32>> = None;
-        let mut entities = Vec::with_capacity(found.len());
+        let before = self.entities.len();
         for (row, entity) in found.into_iter().enumerate() {
             let Some(entity) = entity.filter(|e| wanted(*e)) else {
                 continue;
             };
             match &mut rows {
                 Some(rows) => rows.push(row as u32),
-                None if row > entities.len() => {
-                    let mut gathered: Vec<u32> = (0..entities.len() as u32).collect();
+                None if row > self.entities.len() - before => {
+                    let mut gathered: Vec<u32> =
+                        (0..(self.entities.len() - before) as u32).collect();
                     gathered.push(row as u32);
                     rows = Some(gathered);
                 }
                 None => {}
             }
-            entities.push(entity);
+            self.entities.push(entity);
         }
-        if entities.is_empty() {
-            return Ok(entities);
+        let kept_rows = self.entities.len() - before;
+        if kept_rows == 0 {
+            return Ok(());
         }
         let kept = match rows {
-            None => batch.slice(0, entities.len()),
+            None => batch.slice(0, kept_rows),
             Some(rows) => arrow::compute::take_record_batch(batch, &UInt32Array::from(rows))
                 .map_err(Error::arrow("baseline"))?,
         };
         self.batches.push(kept);
-        self.entities.extend_from_slice(&entities);
-        Ok(entities)
+        Ok(())
     }
 }
 
@@ -326,13 +318,13 @@ impl HistoryRead<'_> {
         let mut month_end = first_period;
         while month_end > from && still_wanted > 0 {
             let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
-            let found = self
-                .scan(ctx, (month_start, month_end), &mut history, |e| {
-                    wanted[e as usize]
-                })
-                .await?;
-            for entity in found {
-                if std::mem::replace(&mut wanted[entity as usize], false) {
+            let before = history.rows();
+            self.scan(ctx, (month_start, month_end), &mut history, |e| {
+                wanted[e as usize]
+            })
+            .await?;
+            for entity in &history.entities[before..] {
+                if std::mem::replace(&mut wanted[*entity as usize], false) {
                     still_wanted -= 1;
                 }
             }
@@ -343,14 +335,14 @@ impl HistoryRead<'_> {
     }
 
     /// Streams this contributor's rows with `start <= order < end`,
-    /// keeping those of wanted drop entities; returns the entities found.
+    /// keeping those of wanted drop entities.
     async fn scan(
         &self,
         ctx: &SessionContext,
         (start, end): (NaiveDate, NaiveDate),
         history: &mut History,
         wanted: impl Fn(u32) -> bool,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<()> {
         let order = quote(&self.contract.order_column);
         let sql = format!(
             "SELECT {} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
@@ -363,12 +355,11 @@ impl HistoryRead<'_> {
             .execute_stream()
             .await
             .map_err(Error::query("baseline"))?;
-        let mut found = Vec::new();
         while let Some(batch) = stream.try_next().await.map_err(Error::query("baseline"))? {
             let entities = self.entities.find(self.contract, &batch)?;
-            found.extend(history.keep(&batch, entities, &wanted)?);
+            history.keep(&batch, entities, &wanted)?;
         }
-        Ok(found)
+        Ok(())
     }
 }
 
@@ -509,13 +500,15 @@ mod tests {
         ];
         for (found, unwanted, rows, entities) in cases {
             let mut history = History::default();
-            let kept = history.keep(&batch, found, |e| e != unwanted).unwrap();
-            assert_eq!(kept, entities);
+            history.keep(&batch, found, |e| e != unwanted).unwrap();
+            let kept = &history.entities;
+            assert_eq!(kept, &entities);
             assert_eq!(history.entities, entities);
             assert_eq!(values(&history.batches[0]), rows);
         }
         let mut history = History::default();
-        let kept = history.keep(&batch, vec![None; 5], |_| true).unwrap();
+        history.keep(&batch, vec![None; 5], |_| true).unwrap();
+        let kept = &history.entities;
         assert!(kept.is_empty() && history.batches.is_empty());
     }
 }

@@ -69,12 +69,11 @@ pub async fn evaluate_aggregates(
     rules: &[&Rule],
     (average_periods, committed): (u32, Option<CommittedPeriods>),
 ) -> Result<PeriodOutcomes> {
+    // Committed periods are measured only when there are aggregate rules,
+    // metrics and rows to compare.
     let Some(committed) = committed else {
         return Ok(PeriodOutcomes::default());
     };
-    if baselined.window.is_none() || rules.is_empty() || metrics.is_empty() {
-        return Ok(PeriodOutcomes::default());
-    }
     let ctx = &baselined.ctx;
     let rows = ctx
         .sql(&drop_rows_sql(metrics))

@@ -100,7 +100,6 @@ pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
     for file in files {
         let table = read_typed_table(contract, file)?;
         received += (table.lines.len() + table.rejects.len()) as u64;
-        tracing::debug!(file = %file.name, "typed");
         let (rows, file_rejects) = keep_readable_rows(&schema, table)?;
         rejects.extend(file_rejects);
         parts.push(rows);
