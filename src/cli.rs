@@ -105,6 +105,20 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Expire the snapshots of Silver and of the exception store older than the retention.
+    /// What proves a drop committed (the run ledger, in the table's properties) is kept:
+    /// a rerun of any committed drop still does nothing.
+    Maintain {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Expire snapshots older than this many days.
+        #[arg(long, default_value_t = 30, env = "SILVERLINE_SNAPSHOT_RETENTION_DAYS")]
+        older_than_days: u32,
+        /// Keep at least this many of the newest snapshots, whatever their age.
+        #[arg(long, default_value_t = 1)]
+        retain_last: usize,
+    },
     /// Validate the configuration and its rules without reading data.
     CheckConfig {
         /// Configuration file.
@@ -181,6 +195,24 @@ pub async fn run(cli: Cli) -> Result<u8> {
             };
             let outcome = replay(&plan, &contributor, &options).await?;
             print_replay(&contributor, &outcome);
+            Ok(replay_exit_code(&outcome))
+        }
+        Command::Maintain {
+            config,
+            older_than_days,
+            retain_last,
+        } => {
+            let plan = load_plan(&config)?;
+            let retention = crate::maintain::Retention {
+                older_than_days,
+                retain_last,
+            };
+            for table in crate::maintain::maintain(&plan, retention).await? {
+                println!(
+                    "{}: expired {} of {} snapshots (older than {older_than_days} days, newest {retain_last} kept); {} run(s) added to the ledger",
+                    table.table, table.expired, table.before, table.ledgered
+                );
+            }
             Ok(0)
         }
         Command::Backlog {
@@ -315,16 +347,16 @@ fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Optio
     let counts = &summary.counts;
     match summary.status {
         RunStatus::CommittedConcurrently => println!(
-            "{}/{}: a concurrent run of the same drop committed it (snapshot {}) while this one ran: nothing added",
+            "{}/{}: a concurrent run of the same drop committed it ({}) while this one ran: nothing added",
             summary.contributor,
             summary.drop_id,
-            summary.snapshot_id.unwrap_or_default()
+            committed_where(summary)
         ),
         RunStatus::AlreadyCommitted => println!(
-            "{}/{}: already committed in snapshot {}: nothing to do",
+            "{}/{}: already committed ({}): nothing to do",
             summary.contributor,
             summary.drop_id,
-            summary.snapshot_id.unwrap_or_default()
+            committed_where(summary)
         ),
         RunStatus::DryRun => println!(
             "dry run: would commit {} rows to {} (received {}, quarantined {}, dropped {}, warned {})",
@@ -351,6 +383,25 @@ fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Optio
     }
 }
 
+/// The exit code of a replay: like `run`, 4 when a concurrent replay of the
+/// same rows committed them while this one ran (this one resolved nothing).
+pub fn replay_exit_code(outcome: &ReplayOutcome) -> u8 {
+    let lost = outcome
+        .run
+        .as_ref()
+        .is_some_and(|run| run.summary.status == RunStatus::CommittedConcurrently);
+    if lost { EXIT_COMMITTED_CONCURRENTLY } else { 0 }
+}
+
+/// Where a committed drop is: its snapshot, or its run once the snapshot has expired.
+fn committed_where(summary: &crate::pipeline::summary::Summary) -> String {
+    match (summary.snapshot_id, &summary.run_id) {
+        (Some(id), _) => format!("snapshot {id}"),
+        (None, Some(run_id)) => format!("run {run_id}; its snapshot has expired"),
+        (None, None) => "its snapshot has expired".to_string(),
+    }
+}
+
 /// What a replay did, for a person.
 fn print_replay(contributor: &str, outcome: &ReplayOutcome) {
     for skipped in &outcome.skipped {
@@ -363,6 +414,13 @@ fn print_replay(contributor: &str, outcome: &ReplayOutcome) {
     if run.summary.status == RunStatus::AlreadyCommitted {
         println!(
             "replay drop {} of {contributor} was already committed: nothing changed",
+            run.summary.drop_id
+        );
+        return;
+    }
+    if run.summary.status == RunStatus::CommittedConcurrently {
+        println!(
+            "replay drop {} of {contributor} was committed by a concurrent replay while this one ran: nothing added, nothing resolved by this one",
             run.summary.drop_id
         );
         return;

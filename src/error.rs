@@ -63,6 +63,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A record silverline keeps in storage (a claim marker, a ledger entry, a
+    /// replay manifest) is not one it wrote: it is never used to build a path.
+    #[error("invalid {location}: {reason}")]
+    BadRecord {
+        /// The record and where it lives.
+        location: String,
+        /// What is wrong with it, and the way out.
+        reason: String,
+    },
     /// A `fail` rule fired: the run stops with nothing committed.
     #[error("rule '{rule}' (severity fail) failed on {rows} row(s): nothing committed")]
     FailRule {
@@ -183,9 +192,10 @@ impl Error {
             Error::ConfigRead { .. } | Error::ConfigInvalid { .. } | Error::Usage { .. } => {
                 ErrorClass::Config
             }
-            Error::BadDrop { .. } | Error::FailRule { .. } | Error::Unbalanced { .. } => {
-                ErrorClass::Data
-            }
+            Error::BadDrop { .. }
+            | Error::BadRecord { .. }
+            | Error::FailRule { .. }
+            | Error::Unbalanced { .. } => ErrorClass::Data,
             Error::Storage { source, .. } if is_refused(source) => ErrorClass::Config,
             Error::Storage { .. }
             | Error::Catalog { .. }

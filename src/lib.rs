@@ -24,6 +24,7 @@ pub mod error;
 pub mod exceptions;
 pub mod infra;
 pub mod lineage;
+pub mod maintain;
 pub mod pipeline;
 pub mod progress;
 pub mod replay;

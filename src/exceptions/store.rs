@@ -24,6 +24,7 @@ use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::infra::catalog::{load_or_create_table, owned_table_properties};
 use crate::pipeline::commit::{Committed, RUN_KEY_PROPERTY, RunAppend, append_for_run};
+use crate::pipeline::ledger::{RunPlace, find_committed};
 use crate::pipeline::write::write_silver_files;
 
 /// The columns of the exception table, in order: (name, type, required).
@@ -94,26 +95,28 @@ pub async fn append_events(
     plan: &Plan,
     events: &[ExceptionEvent],
     run_key: &str,
-    run_id: &str,
+    place: &RunPlace,
 ) -> Result<Committed> {
     let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
     let batch = to_batch(&table, events)?;
-    let data_files = write_silver_files(&table, &[batch], run_id).await?;
+    let data_files = write_silver_files(&table, &[batch], &place.run_id).await?;
     let append = RunAppend {
         run_key,
+        place,
         properties: HashMap::from([
             (RUN_KEY_PROPERTY.to_string(), run_key.to_string()),
-            ("silverline.run-id".to_string(), run_id.to_string()),
+            ("silverline.run-id".to_string(), place.run_id.clone()),
             ("silverline.events".to_string(), events.len().to_string()),
         ]),
         attempts: plan.commit_attempts,
+        judged_on: None,
     };
     append_for_run(catalog, table.identifier(), data_files, &append).await
 }
 
 /// Whether the events of `run_key` are in the table.
-pub fn has_run(table: &Table, run_key: &str) -> bool {
-    crate::pipeline::claim::committed_snapshot(table, run_key).is_some()
+pub fn has_run(table: &Table, run_key: &str) -> Result<bool> {
+    Ok(find_committed(table, run_key)?.is_some())
 }
 
 /// Every event of the table, or of one contributor, in no particular order.

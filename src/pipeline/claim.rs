@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
-use crate::pipeline::commit::RUN_KEY_PROPERTY;
+use crate::pipeline::ledger::{RunPlace, find_committed};
 
 /// A contributor's drop, by ids that were checked to be safe in paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,8 @@ fn check_id(arg: &str, value: &str) -> Result<()> {
     Err(Error::Usage {
         arg: arg.to_string(),
         reason: format!(
-            "'{value}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . and not start with a dot"
+            "'{}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . and not start with a dot",
+            value.escape_debug()
         ),
     })
 }
@@ -73,10 +74,10 @@ pub enum Claimed {
     AlreadyCommitted {
         /// The run key.
         run_key: String,
-        /// The snapshot that committed it.
-        snapshot_id: i64,
-        /// The committed run's id and date, from its claim marker, if it has one.
-        run_place: Option<(String, String)>,
+        /// The snapshot that committed it, while the table still has it.
+        snapshot_id: Option<i64>,
+        /// The committed run's id and date, from the ledger or its claim marker.
+        run_place: Option<RunPlace>,
     },
 }
 
@@ -93,6 +94,16 @@ pub struct Claim {
     pub files: Vec<DropFile>,
 }
 
+impl Claim {
+    /// The run's id and date.
+    pub fn place(&self) -> RunPlace {
+        RunPlace {
+            run_id: self.run_id.clone(),
+            run_date: self.run_date.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct ClaimMarker {
     run_key: String,
@@ -101,46 +112,42 @@ struct ClaimMarker {
     claimed_at: String,
 }
 
-/// Reads the drop, fingerprints it and claims its run.
+/// Reads the drop, fingerprints it and claims its run. A dry run claims
+/// nothing: it takes the run's place from an existing marker or makes one up,
+/// and writes no marker.
 pub async fn claim_run(
     bronze: &Location,
     dq_error: &Location,
     drop: &DropRef,
     silver: &Table,
+    dry_run: bool,
 ) -> Result<Claimed> {
     let files = fetch_drop(bronze, drop).await?;
     let fingerprint = fingerprint(&files);
     let run_key = format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint);
-    if let Some(snapshot_id) = committed_snapshot(silver, &run_key) {
-        let marker = read_marker(dq_error, &marker_path(drop, &fingerprint)).await?;
+    let path = marker_path(drop, &fingerprint);
+    if let Some(record) = find_committed(silver, &run_key)? {
+        let run_place = match record.place {
+            Some(place) => Some(place),
+            None => read_marker(dq_error, &path, &run_key).await?,
+        };
         return Ok(Claimed::AlreadyCommitted {
             run_key,
-            snapshot_id,
-            run_place: marker.map(|m| (m.run_id, m.run_date)),
+            snapshot_id: record.snapshot_id,
+            run_place,
         });
     }
-    let marker = claim_marker(dq_error, drop, &run_key, &fingerprint).await?;
+    let place = match read_marker(dq_error, &path, &run_key).await? {
+        Some(place) => place,
+        None if dry_run => RunPlace::for_run(&run_key, chrono::Utc::now().date_naive()),
+        None => claim_marker(dq_error, &path, &run_key).await?,
+    };
     Ok(Claimed::Fresh(Claim {
         run_key,
-        run_id: marker.run_id,
-        run_date: marker.run_date,
+        run_id: place.run_id,
+        run_date: place.run_date,
         files,
     }))
-}
-
-/// The snapshot of `silver` whose properties carry `run_key`, if any.
-pub fn committed_snapshot(silver: &Table, run_key: &str) -> Option<i64> {
-    silver
-        .metadata()
-        .snapshots()
-        .find(|s| {
-            s.summary()
-                .additional_properties
-                .get(RUN_KEY_PROPERTY)
-                .map(String::as_str)
-                == Some(run_key)
-        })
-        .map(|s| s.snapshot_id())
 }
 
 async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> {
@@ -193,48 +200,60 @@ fn marker_path(drop: &DropRef, fingerprint: &str) -> String {
     format!("claims/{}/{fingerprint}.json", drop.prefix())
 }
 
-async fn claim_marker(
-    dq_error: &Location,
-    drop: &DropRef,
-    run_key: &str,
-    fingerprint: &str,
-) -> Result<ClaimMarker> {
-    let path = marker_path(drop, fingerprint);
-    if let Some(existing) = read_marker(dq_error, &path).await? {
-        return Ok(existing);
-    }
+/// Writes the run's claim marker, or follows the one another attempt wrote first.
+async fn claim_marker(dq_error: &Location, path: &str, run_key: &str) -> Result<RunPlace> {
     let now = chrono::Utc::now();
+    let place = RunPlace::for_run(run_key, now.date_naive());
     let marker = ClaimMarker {
         run_key: run_key.to_string(),
-        run_id: hex::encode(Sha256::digest(run_key.as_bytes()))[..16].to_string(),
-        run_date: now.format("%Y-%m-%d").to_string(),
+        run_id: place.run_id.clone(),
+        run_date: place.run_date.clone(),
         claimed_at: now.to_rfc3339(),
     };
     let body = serde_json::to_vec_pretty(&marker).map_err(|source| Error::Encode {
         what: "claim marker",
         source,
     })?;
-    if dq_error.put_if_absent(&path, body).await? {
-        return Ok(marker);
+    if dq_error.put_if_absent(path, body).await? {
+        return Ok(place);
     }
     // Another attempt wrote it first: follow its run id and date.
-    read_marker(dq_error, &path)
+    read_marker(dq_error, path, run_key)
         .await?
-        .ok_or_else(|| Error::BadDrop {
-            location: dq_error.url_of(&path),
-            reason: "claim marker vanished while being read".to_string(),
+        .ok_or_else(|| Error::BadRecord {
+            location: format!("claim marker {}", dq_error.url_of(path)),
+            reason: "it vanished while being read: run the drop again".to_string(),
         })
 }
 
-async fn read_marker(dq_error: &Location, path: &str) -> Result<Option<ClaimMarker>> {
+/// The place a claim marker holds, checked like user input: a marker that is
+/// not the one silverline writes for `run_key` steers no path.
+async fn read_marker(dq_error: &Location, path: &str, run_key: &str) -> Result<Option<RunPlace>> {
     let Some(bytes) = dq_error.get_opt(path).await? else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes)
+    let location = format!("claim marker {}", dq_error.url_of(path));
+    let way_out = "it is not a marker silverline wrote for this drop: delete it and run the drop again (nothing of this drop is committed, the run claims it afresh)";
+    let marker: ClaimMarker = serde_json::from_slice(&bytes).map_err(|_| Error::BadRecord {
+        location: location.clone(),
+        reason: way_out.to_string(),
+    })?;
+    if marker.run_key != run_key {
+        return Err(Error::BadRecord {
+            location,
+            reason: way_out.to_string(),
+        });
+    }
+    let place = RunPlace {
+        run_id: marker.run_id,
+        run_date: marker.run_date,
+    };
+    place
+        .checked(run_key, &location)
         .map(Some)
-        .map_err(|e| Error::BadDrop {
-            location: dq_error.url_of(path),
-            reason: format!("unreadable claim marker: {e}"),
+        .map_err(|_| Error::BadRecord {
+            location: location.clone(),
+            reason: way_out.to_string(),
         })
 }
 

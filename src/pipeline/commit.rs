@@ -24,7 +24,9 @@ use crate::error::{Error, Result};
 use crate::infra::catalog::table_ident;
 use crate::infra::pinned::PinnedCatalog;
 use crate::pipeline::balance::Balanced;
-use crate::pipeline::claim::committed_snapshot;
+use crate::pipeline::ledger::{
+    RunPlace, find_committed, ledger_key, ledger_value, snapshot_with_run_key,
+};
 use crate::pipeline::route::SetAside;
 
 /// Snapshot property holding the run key.
@@ -36,18 +38,66 @@ pub enum Committed {
     /// A new snapshot.
     Snapshot(i64),
     /// A concurrent run of the same drop committed first; nothing was added.
-    LostRace(i64),
+    /// The snapshot is named while the table still has it.
+    LostRace(Option<i64>),
+    /// Rows that may share record keys with this run's were committed since
+    /// its baseline was read: nothing was added, the run must be judged again
+    /// on the table as it is now.
+    Stale,
 }
 
-/// Who is committing: the run's key and id and the rule set that judged it.
+/// Who is committing: the run's key, place and the rule set that judged it.
 #[derive(Debug, Clone, Copy)]
 pub struct RunIdentity<'a> {
     /// contributor/drop/fingerprint.
     pub run_key: &'a str,
-    /// The run id.
-    pub run_id: &'a str,
+    /// The run's id and date.
+    pub place: &'a RunPlace,
     /// Fingerprint of the resolved rule set.
     pub rules_fingerprint: &'a str,
+    /// What the run's baseline saw of Silver, checked again at each attempt.
+    pub judged_on: JudgedOn,
+}
+
+/// The state of a table a run was judged on: any later snapshot that may add
+/// rows of the run's contributor makes its verdicts stale (optimistic
+/// concurrency with validation, as Iceberg writers validate conflicting files).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JudgedOn {
+    /// The table's last sequence number when the baseline was read.
+    pub sequence_number: i64,
+}
+
+impl JudgedOn {
+    /// The state `table` is in now.
+    pub fn of(table: &Table) -> JudgedOn {
+        JudgedOn {
+            sequence_number: table.metadata().last_sequence_number(),
+        }
+    }
+
+    /// Whether `table` gained, since this state, a snapshot that may hold rows
+    /// of `contributor`: one of its runs, or an append by another writer.
+    /// Compactions (replace) and deletes add no record key.
+    pub fn is_stale(&self, table: &Table, contributor: &str) -> bool {
+        table
+            .metadata()
+            .snapshots()
+            .filter(|s| s.sequence_number() > self.sequence_number)
+            .any(|s| adds_rows_of(s, contributor))
+    }
+}
+
+fn adds_rows_of(snapshot: &iceberg::spec::Snapshot, contributor: &str) -> bool {
+    use iceberg::spec::Operation;
+    let summary = snapshot.summary();
+    if matches!(summary.operation, Operation::Replace | Operation::Delete) {
+        return false;
+    }
+    match summary.additional_properties.get(RUN_KEY_PROPERTY) {
+        Some(run_key) => run_key.split('/').next() == Some(contributor),
+        None => true,
+    }
 }
 
 /// Appends the balanced run's data files to Silver in one snapshot, retrying
@@ -57,12 +107,15 @@ pub async fn commit_silver(
     plan: &Plan,
     balanced: Balanced,
     run: RunIdentity<'_>,
+    contributor: &str,
 ) -> Result<Committed> {
     let properties = snapshot_properties(&balanced, run);
     let append = RunAppend {
         run_key: run.run_key,
+        place: run.place,
         properties,
         attempts: plan.commit_attempts,
+        judged_on: Some((run.judged_on, contributor)),
     };
     append_for_run(
         catalog,
@@ -73,21 +126,28 @@ pub async fn commit_silver(
     .await
 }
 
-/// One run's append: its key (also a snapshot property), the snapshot
-/// properties and how many conflicts are retried.
+/// One run's append: its key (also a snapshot property and a ledger entry),
+/// the snapshot properties and how many conflicts are retried.
 #[derive(Debug, Clone)]
 pub struct RunAppend<'a> {
-    /// The run key; a snapshot carrying it means the run is in the table.
+    /// The run key; a ledger entry or snapshot carrying it means the run is in the table.
     pub run_key: &'a str,
+    /// The run's place, kept in the ledger entry.
+    pub place: &'a RunPlace,
     /// Snapshot properties, the run key among them.
     pub properties: HashMap<String, String>,
     /// How many times a conflicting commit is tried in all.
     pub attempts: u32,
+    /// The table state the run was judged on and its contributor: an append
+    /// finding the contributor's rows committed since then adds nothing and
+    /// says [`Committed::Stale`]. None: the rows do not depend on the table.
+    pub judged_on: Option<(JudgedOn, &'a str)>,
 }
 
-/// Appends `data_files` to the table `ident` in one snapshot, unless a
-/// snapshot with the run key is already there; conflicts are retried on a
-/// reloaded table, re-checking the run key each time.
+/// Appends `data_files` to the table `ident` in one snapshot with the run's
+/// ledger entry, unless the run key is already there; conflicts are retried on
+/// a reloaded table, re-checking the run key (and whether the run's verdicts
+/// still hold) each time.
 pub async fn append_for_run(
     catalog: &Arc<dyn Catalog>,
     ident: &TableIdent,
@@ -101,13 +161,19 @@ pub async fn append_for_run(
             .load_table(ident)
             .await
             .map_err(Error::catalog("load-table", &target))?;
-        if let Some(snapshot) = committed_snapshot(&table, append.run_key) {
+        if let Some(record) = find_committed(&table, append.run_key)? {
             discard_files(&table, &data_files).await;
-            return Ok(Committed::LostRace(snapshot));
+            return Ok(Committed::LostRace(record.snapshot_id));
         }
-        match append_once(catalog, &table, &data_files, &append.properties).await {
+        if let Some((judged_on, contributor)) = append.judged_on
+            && judged_on.is_stale(&table, contributor)
+        {
+            discard_files(&table, &data_files).await;
+            return Ok(Committed::Stale);
+        }
+        match append_once(catalog, &table, &data_files, append).await {
             Ok(committed) => {
-                return committed_snapshot(&committed, append.run_key)
+                return snapshot_with_run_key(&committed, append.run_key)
                     .map(Committed::Snapshot)
                     .ok_or_else(|| {
                         Error::Internal(format!(
@@ -146,7 +212,7 @@ fn snapshot_properties(balanced: &Balanced, run: RunIdentity<'_>) -> HashMap<Str
         .map(|(name, count)| (format!("silverline.{name}"), count.to_string()))
         .collect();
     properties.insert(RUN_KEY_PROPERTY.to_string(), run.run_key.to_string());
-    properties.insert("silverline.run-id".to_string(), run.run_id.to_string());
+    properties.insert("silverline.run-id".to_string(), run.place.run_id.clone());
     properties.insert(
         "silverline.rules-fingerprint".to_string(),
         run.rules_fingerprint.to_string(),
@@ -154,21 +220,28 @@ fn snapshot_properties(balanced: &Balanced, run: RunIdentity<'_>) -> HashMap<Str
     properties
 }
 
-/// One fast-append on exactly `table`'s state: Iceberg's own retries are off
-/// on Silver, and its re-apply on a reloaded table is refused by [`PinnedCatalog`].
+/// One fast-append, with the run's ledger entry, on exactly `table`'s state:
+/// Iceberg's own retries are off on Silver, and its re-apply on a reloaded
+/// table is refused by [`PinnedCatalog`].
 async fn append_once(
     catalog: &Arc<dyn Catalog>,
     table: &Table,
     data_files: &[DataFile],
-    properties: &HashMap<String, String>,
+    append: &RunAppend<'_>,
 ) -> iceberg::Result<Table> {
+    let entry = ledger_value(append.place)
+        .map_err(|e| iceberg::Error::new(ErrorKind::DataInvalid, e.to_string()))?;
     let tx = Transaction::new(table);
-    let append = tx
+    let ledger = tx
+        .update_table_properties()
+        .set(ledger_key(append.run_key), entry);
+    let tx = ledger.apply(tx)?;
+    let fast_append = tx
         .fast_append()
         .add_data_files(data_files.to_vec())
-        .set_snapshot_properties(properties.clone());
+        .set_snapshot_properties(append.properties.clone());
     let pinned = PinnedCatalog::on(catalog.as_ref(), table);
-    append.apply(tx)?.commit(&pinned).await
+    fast_append.apply(tx)?.commit(&pinned).await
 }
 
 /// 100 ms, 200 ms, 400 ms... up to 5 s, with jitter so that racing runs spread out.
@@ -179,7 +252,7 @@ fn backoff(attempt: u32) -> Duration {
 }
 
 /// Deletes data files that will never be committed (best effort: an orphan is harmless).
-async fn discard_files(table: &Table, data_files: &[DataFile]) {
+pub async fn discard_files(table: &Table, data_files: &[DataFile]) {
     for file in data_files {
         if let Err(error) = table.file_io().delete(file.file_path()).await {
             tracing::warn!(path = file.file_path(), error = %error, "could not delete an uncommitted data file");

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 
 use super::Context;
 use super::claim::DropRef;
+use super::ledger::RunPlace;
 use super::route::SetAside;
 use super::write::dq_file;
 use crate::error::Result;
@@ -33,6 +34,16 @@ pub struct CommittedRun {
     pub run_date: String,
     /// When it started (RFC 3339).
     pub started_at: String,
+}
+
+impl CommittedRun {
+    /// Its id and date.
+    pub fn place(&self) -> RunPlace {
+        RunPlace {
+            run_id: self.run_id.clone(),
+            run_date: self.run_date.clone(),
+        }
+    }
 }
 
 /// Records the events of a run that just committed; returns the contributor's backlog.
@@ -65,7 +76,7 @@ pub(super) async fn record_events(
             context.plan,
             &events,
             &run.run_key,
-            &run.run_id,
+            &run.place(),
         )
         .await?;
     }
@@ -79,7 +90,7 @@ pub(super) async fn restore_missing_events(
     run: &CommittedRun,
 ) -> Result<()> {
     let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
-    if has_run(&table, &run.run_key) {
+    if has_run(&table, &run.run_key)? {
         return Ok(());
     }
     let mut files = BTreeMap::new();
@@ -104,7 +115,11 @@ pub(super) async fn restore_missing_events(
     Ok(())
 }
 
-async fn contributor_backlog(context: &Context<'_>, now: DateTime<Utc>) -> Result<BacklogFigures> {
+/// The contributor's exception backlog now.
+pub(super) async fn contributor_backlog(
+    context: &Context<'_>,
+    now: DateTime<Utc>,
+) -> Result<BacklogFigures> {
     let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
     let events = read_events(&table, Some(&context.drop.contributor)).await?;
     Ok(figures(

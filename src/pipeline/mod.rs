@@ -16,6 +16,7 @@ pub mod commit;
 pub mod evaluate;
 pub mod exceptions;
 pub mod keys;
+pub mod ledger;
 pub mod mask;
 pub mod read;
 pub mod route;
@@ -41,8 +42,9 @@ use crate::exceptions::record::{ExceptionIds, load_carried};
 use crate::infra::catalog::{connect, load_or_create_silver, table_ident};
 use crate::infra::storage::{Location, Stores};
 use claim::{Claim, Claimed, DropRef};
-use commit::Committed;
+use commit::{Committed, JudgedOn};
 use evaluate::RuleOutcome;
+use ledger::RunPlace;
 use route::{RunStamp, SetAside};
 use summary::{RunStatus, Summary};
 
@@ -118,7 +120,11 @@ struct Context<'a> {
     drop: &'a DropRef,
     stores: Stores,
     bronze: Location,
+    /// The dq_error root: claims, other runs' records, the exception files.
     dq_error: Location,
+    /// Where this run writes its dq_error files: `dq_error`, or for a dry
+    /// run a scratch store that vanishes with it (invariant 12).
+    dq_out: Location,
     catalog: Arc<dyn Catalog>,
     silver: Table,
 }
@@ -142,7 +148,7 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
         rules.retain(|r| r.scope != Scope::Aggregate);
     }
     let mut summary = new_summary(plan, drop, contributor_type, &rules);
-    let context = open_context(plan, drop).await?;
+    let context = open_context(plan, drop, options.dry_run).await?;
     // The references' keys do not depend on the drop: they load while the
     // drop is fetched, fingerprinted and read.
     let references = Background::spawn(
@@ -155,14 +161,21 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
             },
         ),
     );
-    let claimed =
-        match claim::claim_run(&context.bronze, &context.dq_error, drop, &context.silver).await {
-            Ok(claimed) => claimed,
-            Err(error) => {
-                record_failed_claim(&context.dq_error, &mut summary, &error).await;
-                return Err(error);
-            }
-        };
+    let claimed = claim::claim_run(
+        &context.bronze,
+        &context.dq_error,
+        drop,
+        &context.silver,
+        options.dry_run,
+    )
+    .await;
+    let claimed = match claimed {
+        Ok(claimed) => claimed,
+        Err(error) => {
+            record_failed_claim(&context.dq_out, &mut summary, &error).await;
+            return Err(error);
+        }
+    };
     time(&mut summary, "claim", started);
     let claim = match claimed {
         Claimed::Fresh(claim) => claim,
@@ -171,16 +184,14 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
             snapshot_id,
             run_place,
         } => {
-            tracing::info!(%run_key, snapshot_id, "drop already committed: nothing to do");
+            tracing::info!(%run_key, ?snapshot_id, "drop already committed: nothing to do");
             summary.status = RunStatus::AlreadyCommitted;
             summary.run_key = Some(run_key);
-            summary.snapshot_id = Some(snapshot_id);
+            summary.snapshot_id = snapshot_id;
             summary.finished_at = Some(now());
-            if let Some((run_id, run_date)) = run_place {
-                restore_missing_summary(&context, &summary, snapshot_id, &run_id, &run_date)
-                    .await?;
-                let run = committed_run(&summary, &run_id, &run_date);
-                exceptions::restore_missing_events(&context, &run).await?;
+            if let (Some(place), false) = (run_place, options.dry_run) {
+                summary.run_id = Some(place.run_id.clone());
+                complete_committed_run(&context, &summary, &place).await?;
             }
             return Ok(RunOutcome {
                 summary,
@@ -192,7 +203,9 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     summary.run_key = Some(claim.run_key.clone());
     let summary_path = Summary::path(&claim.run_date, &drop.contributor, &claim.run_id);
     tracing::Span::current().record("run_id", claim.run_id.as_str());
-    crate::lineage::emit(plan, &context.stores, &summary).await;
+    if !options.dry_run {
+        crate::lineage::emit(plan, &context.stores, &summary).await;
+    }
     let result = process(&context, (claim, references), &rules, options, &mut summary).await;
     summary.finished_at = Some(now());
     time(&mut summary, "total", started);
@@ -211,6 +224,14 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
         // A crash writes nothing more: no failed summary either.
         return Err(Error::Injected(point));
     }
+    if options.dry_run {
+        // A dry run's summary is its outcome; it never lands where a real run's record lives.
+        result?;
+        return Ok(RunOutcome {
+            summary,
+            summary_url: None,
+        });
+    }
     options.hooks.crash_if(CrashPoint::DuringSummary)?;
     crate::lineage::emit(plan, &context.stores, &summary).await;
     let written = summary.write(&context.dq_error, &summary_path).await;
@@ -221,10 +242,15 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     })
 }
 
-async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef) -> Result<Context<'a>> {
+async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef, dry_run: bool) -> Result<Context<'a>> {
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
+    let dq_out = if dry_run {
+        stores.open("memory:///", "dry run scratch")?
+    } else {
+        dq_error.clone()
+    };
     let catalog = connect(&plan.catalog, &stores).await?;
     let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
     Ok(Context {
@@ -233,6 +259,7 @@ async fn open_context<'a>(plan: &'a Plan, drop: &'a DropRef) -> Result<Context<'
         stores,
         bronze,
         dq_error,
+        dq_out,
         catalog,
         silver,
     })
@@ -252,7 +279,39 @@ async fn process(
     result
 }
 
-/// The stages of [`process`], showing each on `progress`.
+/// The references' keys: loading in the background until first needed.
+enum References {
+    Loading(Background<Vec<KnownKeys>>),
+    Loaded(Vec<KnownKeys>),
+}
+
+impl References {
+    async fn get(&mut self) -> Result<&[KnownKeys]> {
+        if let References::Loading(_) = self {
+            let References::Loading(work) = std::mem::replace(self, References::Loaded(Vec::new()))
+            else {
+                return Err(Error::Internal("references changed state".to_string()));
+            };
+            *self = References::Loaded(work.join().await?);
+        }
+        match self {
+            References::Loaded(keys) => Ok(keys),
+            References::Loading(_) => Err(Error::Internal("references not loaded".to_string())),
+        }
+    }
+}
+
+/// What a judged, written and balanced run hands to the commit.
+struct Judgement {
+    balanced: balance::Balanced,
+    set_aside_files: BTreeMap<SetAside, String>,
+    exception_ids: ExceptionIds,
+}
+
+/// The stages of [`process`], showing each on `progress`. The drop is read
+/// once; it is judged on Silver as it is, and judged again whenever the commit
+/// finds that rows of the contributor were committed since (by any run), so
+/// that whatever commits first wins and a later run sees its keys.
 async fn process_stages(
     context: &Context<'_>,
     (mut claim, references): (Claim, Background<Vec<KnownKeys>>),
@@ -262,10 +321,8 @@ async fn process_stages(
     progress: &Progress,
 ) -> Result<()> {
     let plan = context.plan;
-    let contributor = &context.drop.contributor;
-    let mut clock = Instant::now();
+    let clock = Instant::now();
     progress.stage("reading");
-
     let files = std::mem::take(&mut claim.files);
     let batch = read::read_drop(&plan.contract, &files)?;
     drop(files); // the drop's bytes are not needed once read
@@ -275,7 +332,104 @@ async fn process_stages(
         parse_rejects = batch.rejects.len(),
         "read"
     );
-    clock = lap(summary, "read", clock);
+    lap(summary, "read", clock);
+    let mut references = References::Loading(references);
+    let mut silver = context.silver.clone();
+    let mut judgements = 1;
+    loop {
+        let judged_on = JudgedOn::of(&silver);
+        let judgement = judge_and_write(
+            context,
+            (&silver, &mut references),
+            &batch,
+            rules,
+            &claim,
+            (options, summary, progress),
+        )
+        .await?;
+        let clock = Instant::now();
+        progress.stage("committing");
+        options.hooks.crash_if(CrashPoint::BeforeCommit)?;
+        if options.dry_run {
+            summary.status = RunStatus::DryRun;
+            tracing::info!(would_commit = judgement.balanced.silver(), table = %table_ident(&plan.table), "dry run: nothing committed");
+            commit::discard_files(&silver, &judgement.balanced.into_data_files()).await;
+            return Ok(());
+        }
+        summary.status = RunStatus::Committing;
+        summary
+            .write(
+                &context.dq_error,
+                &Summary::path(&claim.run_date, &context.drop.contributor, &claim.run_id),
+            )
+            .await?;
+        let place = claim.place();
+        let identity = commit::RunIdentity {
+            run_key: &claim.run_key,
+            place: &place,
+            rules_fingerprint: &summary.rules_fingerprint,
+            judged_on,
+        };
+        let committed = commit::commit_silver(
+            &context.catalog,
+            plan,
+            judgement.balanced,
+            identity,
+            &context.drop.contributor,
+        )
+        .await?;
+        let clock = lap(summary, "commit", clock);
+        options.hooks.crash_if(CrashPoint::AfterCommit)?;
+        match committed {
+            Committed::Snapshot(id) => {
+                summary.status = RunStatus::Committed;
+                summary.snapshot_id = Some(id);
+                let run = committed_run(summary, &claim.run_id, &claim.run_date);
+                let recorded = exceptions::record_events(
+                    context,
+                    &run,
+                    &judgement.set_aside_files,
+                    &judgement.exception_ids,
+                )
+                .await?;
+                summary.backlog = Some(recorded);
+                lap(summary, "exceptions", clock);
+                return Ok(());
+            }
+            Committed::LostRace(id) => {
+                tracing::warn!(
+                    snapshot_id = ?id,
+                    "a concurrent run of the same drop committed it first: nothing added"
+                );
+                summary.status = RunStatus::CommittedConcurrently;
+                summary.snapshot_id = id;
+                return Ok(());
+            }
+            Committed::Stale if judgements < plan.commit_attempts => {
+                tracing::warn!(
+                    judgement = judgements,
+                    "rows of this contributor were committed while the run was judged: judging it again on the table as it is now"
+                );
+                judgements += 1;
+                silver = reload_silver(context).await?;
+            }
+            Committed::Stale => return Err(still_stale(plan, judgements)),
+        }
+    }
+}
+
+/// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
+async fn judge_and_write(
+    context: &Context<'_>,
+    (silver, references): (&Table, &mut References),
+    batch: &read::Batch,
+    rules: &[&Rule],
+    claim: &Claim,
+    (options, summary, progress): (&RunOptions, &mut Summary, &Progress),
+) -> Result<Judgement> {
+    let plan = context.plan;
+    let contributor = &context.drop.contributor;
+    let mut clock = Instant::now();
     progress.stage("baseline and rules");
     let committed_periods = evaluate::committed::start_committed_periods(
         plan,
@@ -283,18 +437,17 @@ async fn process_stages(
         contributor,
         &batch.rows,
         evaluate::committed::CommittedSources {
-            silver: &context.silver,
-            dq_error: &context.dq_error,
+            silver,
+            dq_error: &context.dq_out,
         },
     )?;
-
     let baselined = baseline::load_baseline(
         &plan.contract,
         rules,
         plan.lookback_months,
         contributor,
-        batch.rows,
-        &context.silver,
+        batch.rows.clone(),
+        silver,
     )
     .await?;
     if let Some((from, to)) = baselined.window {
@@ -302,13 +455,13 @@ async fn process_stages(
         summary.baseline.window_to = Some(to.to_string());
     }
     clock = lap(summary, "baseline", clock);
-    let known_keys = references.join().await?;
+    let known_keys = references.get().await?;
     let committed_periods = match committed_periods {
         Some(work) => Some(work.join().await?),
         None => None,
     };
     let judged =
-        evaluate::evaluate_rules(baselined, rules, plan, (&known_keys, committed_periods)).await?;
+        evaluate::evaluate_rules(baselined, rules, plan, (known_keys, committed_periods)).await?;
     summary.aggregates = judged.periods.clone();
     summary.baseline.rows_with_baseline = judged.with_baseline;
     summary.baseline.rows_without_baseline = judged.without_baseline;
@@ -340,18 +493,21 @@ async fn process_stages(
 
     let written = write::write_outputs(
         &routed,
-        &context.dq_error,
-        &context.silver,
+        &context.dq_out,
+        silver,
         &claim.run_date,
         contributor,
         &claim.run_id,
     )
     .await?;
-    for (destination, path) in &written.set_aside_files {
-        summary.outputs.insert(
-            destination.kind().to_string(),
-            context.dq_error.url_of(path),
-        );
+    summary.outputs.clear();
+    if !options.dry_run {
+        for (destination, path) in &written.set_aside_files {
+            summary.outputs.insert(
+                destination.kind().to_string(),
+                context.dq_error.url_of(path),
+            );
+        }
     }
     let set_aside_files = written.set_aside_files.clone();
     clock = lap(summary, "write", clock);
@@ -360,7 +516,7 @@ async fn process_stages(
     let balanced = balance::check_balance(
         batch.received,
         written,
-        &context.dq_error,
+        &context.dq_out,
         options.hooks.miscount_silver_rows,
     )
     .await?;
@@ -376,64 +532,101 @@ async fn process_stages(
         pending = summary.counts.pending,
         "balanced"
     );
-    clock = lap(summary, "balance", clock);
-    progress.stage("committing");
-    options.hooks.crash_if(CrashPoint::BeforeCommit)?;
-
-    if options.dry_run {
-        summary.status = RunStatus::DryRun;
-        tracing::info!(would_commit = balanced.silver(), table = %table_ident(&plan.table), "dry run: nothing committed");
-        return Ok(());
-    }
-    let identity = commit::RunIdentity {
-        run_key: &claim.run_key,
-        run_id: &claim.run_id,
-        rules_fingerprint: &summary.rules_fingerprint,
-    };
-    let committed = commit::commit_silver(&context.catalog, plan, balanced, identity).await?;
-    clock = lap(summary, "commit", clock);
-    options.hooks.crash_if(CrashPoint::AfterCommit)?;
-    match committed {
-        Committed::Snapshot(id) => {
-            summary.status = RunStatus::Committed;
-            summary.snapshot_id = Some(id);
-            let run = committed_run(summary, &claim.run_id, &claim.run_date);
-            let recorded =
-                exceptions::record_events(context, &run, &set_aside_files, &stamp.exception_ids)
-                    .await?;
-            summary.backlog = Some(recorded);
-            lap(summary, "exceptions", clock);
-        }
-        Committed::LostRace(id) => {
-            tracing::warn!(
-                snapshot_id = id,
-                "a concurrent run of the same drop committed it first: nothing added"
-            );
-            summary.status = RunStatus::CommittedConcurrently;
-            summary.snapshot_id = Some(id);
-        }
-    }
-    Ok(())
+    lap(summary, "balance", clock);
+    Ok(Judgement {
+        balanced,
+        set_aside_files,
+        exception_ids: stamp.exception_ids,
+    })
 }
 
-/// A run that committed but died before writing its summary: the summary is
-/// rebuilt from the snapshot's properties (the counts were read back before the
-/// commit), so every committed run has its record.
+async fn reload_silver(context: &Context<'_>) -> Result<Table> {
+    let ident = table_ident(&context.plan.table);
+    context
+        .catalog
+        .load_table(&ident)
+        .await
+        .map_err(Error::catalog("load-table", ident.to_string()))
+}
+
+/// Other runs of the contributor kept committing for every judgement: a retry later is safe.
+fn still_stale(plan: &Plan, judgements: u32) -> Error {
+    let target = table_ident(&plan.table).to_string();
+    Error::catalog("commit", &target)(iceberg::Error::new(
+        iceberg::ErrorKind::CatalogCommitConflicts,
+        format!(
+            "rows of this contributor were committed by other runs during each of {judgements} judgements of this drop; nothing committed"
+        ),
+    ))
+}
+
+/// The rerun of a committed run completes what it left undone: its exception
+/// events, then its summary.
+async fn complete_committed_run(
+    context: &Context<'_>,
+    summary: &Summary,
+    place: &RunPlace,
+) -> Result<()> {
+    let run = committed_run(summary, &place.run_id, &place.run_date);
+    exceptions::restore_missing_events(context, &run).await?;
+    restore_missing_summary(context, summary, place).await
+}
+
+/// A run that committed but died before writing its summary: its summary is
+/// the one it wrote just before committing (every figure of the run), now
+/// marked committed; a run from before such summaries gets one rebuilt from
+/// its snapshot's properties. Either way every committed run has its record.
 async fn restore_missing_summary(
     context: &Context<'_>,
     summary: &Summary,
-    snapshot_id: i64,
-    run_id: &str,
-    run_date: &str,
+    place: &RunPlace,
 ) -> Result<()> {
-    let path = Summary::path(run_date, &context.drop.contributor, run_id);
-    if context.dq_error.get_opt(&path).await?.is_some() {
-        return Ok(());
-    }
-    let Some(snapshot) = context.silver.metadata().snapshot_by_id(snapshot_id) else {
-        return Ok(());
+    let path = Summary::path(&place.run_date, &context.drop.contributor, &place.run_id);
+    let found = context.dq_error.get_opt(&path).await?;
+    let found: Option<serde_json::Value> = found.and_then(|b| serde_json::from_slice(&b).ok());
+    let committing = serde_json::to_value(RunStatus::Committing).ok();
+    let mut restored = match found {
+        Some(staged) if staged.get("status") == committing.as_ref() => staged,
+        Some(_) => return Ok(()),
+        None => to_json(&rebuilt_from_snapshot(context, summary, place))?,
     };
-    let properties = &snapshot.summary().additional_properties;
+    let backlog = exceptions::contributor_backlog(context, chrono::Utc::now()).await?;
+    let completion = [
+        ("status", to_json(&RunStatus::Committed)?),
+        ("finished_at", to_json(&now())?),
+        ("backlog", to_json(&backlog)?),
+    ];
+    if let Some(fields) = restored.as_object_mut() {
+        fields.extend(completion.map(|(k, v)| (k.to_string(), v)));
+        if let Some(id) = summary.snapshot_id {
+            fields.insert("snapshot_id".to_string(), id.into());
+        }
+    }
+    let body = serde_json::to_vec_pretty(&restored).map_err(|source| Error::Encode {
+        what: "run summary",
+        source,
+    })?;
+    context.dq_error.put(&path, body).await?;
+    let url = context.dq_error.url_of(&path);
+    tracing::warn!(summary = %url, "the committed run had no final summary: completed it");
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(value).map_err(|source| Error::Encode {
+        what: "run summary",
+        source,
+    })
+}
+
+/// A summary from the counts in the committing snapshot's properties (runs that
+/// committed before summaries were written ahead of the commit).
+fn rebuilt_from_snapshot(context: &Context<'_>, summary: &Summary, place: &RunPlace) -> Summary {
+    let properties = summary
+        .snapshot_id
+        .and_then(|id| context.silver.metadata().snapshot_by_id(id))
+        .map(|s| s.summary().additional_properties.clone())
+        .unwrap_or_default();
     let count = |name: &str| {
         properties
             .get(&format!("silverline.{name}"))
@@ -441,8 +634,7 @@ async fn restore_missing_summary(
             .unwrap_or_default()
     };
     let mut restored = summary.clone();
-    restored.status = RunStatus::Committed;
-    restored.run_id = Some(run_id.to_string());
+    restored.run_id = Some(place.run_id.clone());
     restored.counts.received = count("received");
     restored.counts.committed = count("committed");
     restored.counts.quarantined = count("quarantined");
@@ -452,9 +644,7 @@ async fn restore_missing_summary(
     if let Some(fingerprint) = properties.get("silverline.rules-fingerprint") {
         restored.rules_fingerprint = fingerprint.clone();
     }
-    let url = restored.write(&context.dq_error, &path).await?;
-    tracing::warn!(summary = %url, "the committed run had no summary: rebuilt it from the snapshot");
-    Ok(())
+    restored
 }
 
 /// A drop that could not even be claimed (missing, empty, unreadable) still

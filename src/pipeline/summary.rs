@@ -25,6 +25,10 @@ pub enum RunStatus {
     CommittedConcurrently,
     /// Everything but the commit.
     DryRun,
+    /// Judged, written and balanced, being committed: the record a run writes
+    /// just before its commit. A rerun finding it for a committed drop marks it
+    /// committed (the run died between its commit and its final summary).
+    Committing,
     /// Stopped; nothing committed.
     Failed,
 }

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod fault_proxy;
+pub mod reliability;
 pub mod suite;
 
 use std::collections::BTreeMap;

@@ -251,8 +251,9 @@ pub async fn committed_month_metrics_are_kept_until_the_month_changes(ws: &Works
         .list_outputs("metrics/contributor=BANK_T/")
         .await
         .unwrap();
-    // December's run kept September to November (empty), January's December.
-    assert_eq!(kept.len(), 4, "one per month measured: {kept:?}");
+    // December's run kept September to November (empty); a dry run keeps
+    // nothing under dq_error (invariant 12), so January's December is not kept.
+    assert_eq!(kept.len(), 3, "one per month measured: {kept:?}");
 
     let again = ws
         .run_drop("BANK_T", "2026-01", &dry)
@@ -379,10 +380,17 @@ pub async fn dry_run_commits_nothing(ws: &Workspace) {
         dry_run: true,
         ..RunOptions::default()
     };
+    let before = ws.list_outputs("").await.unwrap();
     let outcome = ws.run_drop("BANK_T", "2026-01", &dry).await.unwrap();
     assert_eq!(outcome.summary.status, RunStatus::DryRun);
     assert_eq!(outcome.summary.counts.committed, 15);
+    assert_eq!(outcome.summary_url, None, "a dry run writes no summary");
     assert_eq!(snapshot_count(ws).await, 1);
+    assert_eq!(
+        ws.list_outputs("").await.unwrap(),
+        before,
+        "a dry run leaves no trace under dq_error: no claim, no file, no summary"
+    );
     let real = ws
         .run_drop("BANK_T", "2026-01", &RunOptions::default())
         .await

@@ -1,0 +1,198 @@
+//! The ledger of committed runs: what proves a drop committed (DESIGN.md
+//! invariant 11).
+//!
+//! Each commit sets a table property `silverline.committed.<run key>` in the
+//! same Iceberg commit as its data files, holding the run's [`RunPlace`] (its
+//! id and the date of its dq_error folders). Table properties survive snapshot
+//! expiry and compaction, which remove the snapshots whose summaries carried
+//! the run key; snapshots are still looked at for tables committed before the
+//! ledger existed. Everything read back here becomes part of dq_error paths,
+//! so it is validated like user input.
+
+use iceberg::table::Table;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::pipeline::commit::RUN_KEY_PROPERTY;
+
+/// Prefix of the ledger's table properties; the run key follows it.
+pub const LEDGER_PREFIX: &str = "silverline.committed.";
+
+/// Where a run's dq_error files and summary live: its id and run date.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPlace {
+    /// The run id: 16 hex digits derived from the run key.
+    pub run_id: String,
+    /// The run date, `YYYY-MM-DD`.
+    pub run_date: String,
+}
+
+impl RunPlace {
+    /// The place of `run_key`'s run claimed on `run_date`.
+    pub fn for_run(run_key: &str, run_date: chrono::NaiveDate) -> RunPlace {
+        RunPlace {
+            run_id: run_id_of(run_key),
+            run_date: run_date.format("%Y-%m-%d").to_string(),
+        }
+    }
+
+    /// Checks a place read back from storage (`source` names where) for `run_key`:
+    /// the id must be the one derived from the run key and the date a real date,
+    /// so that nothing read back can steer a path.
+    pub fn checked(self, run_key: &str, source: &str) -> Result<RunPlace> {
+        let expected = run_id_of(run_key);
+        let date_ok = chrono::NaiveDate::parse_from_str(&self.run_date, "%Y-%m-%d")
+            .is_ok_and(|d| d.format("%Y-%m-%d").to_string() == self.run_date);
+        if self.run_id == expected && date_ok {
+            return Ok(self);
+        }
+        Err(Error::BadRecord {
+            location: source.to_string(),
+            reason: format!(
+                "it names run id '{}' and run date '{}', but run key {} has run id {expected} and a run date is YYYY-MM-DD",
+                self.run_id.escape_debug(),
+                self.run_date.escape_debug(),
+                run_key.escape_debug()
+            ),
+        })
+    }
+}
+
+/// The stable run id of a run key: 16 hex digits of its SHA-256.
+pub fn run_id_of(run_key: &str) -> String {
+    hex::encode(Sha256::digest(run_key.as_bytes()))[..16].to_string()
+}
+
+/// The ledger property of `run_key`.
+pub fn ledger_key(run_key: &str) -> String {
+    format!("{LEDGER_PREFIX}{run_key}")
+}
+
+/// The ledger property value of a place.
+pub fn ledger_value(place: &RunPlace) -> Result<String> {
+    serde_json::to_string(place).map_err(|source| Error::Encode {
+        what: "ledger entry",
+        source,
+    })
+}
+
+/// Proof that a run key is in a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedRecord {
+    /// The snapshot that committed it, while the table still has it.
+    pub snapshot_id: Option<i64>,
+    /// The run's place, from the ledger (None for runs committed before it).
+    pub place: Option<RunPlace>,
+}
+
+/// Whether `run_key` is committed to `table`: by its ledger entry, or by a
+/// snapshot carrying it (tables committed before the ledger).
+pub fn find_committed(table: &Table, run_key: &str) -> Result<Option<CommittedRecord>> {
+    let snapshot_id = snapshot_with_run_key(table, run_key);
+    let place = match table.metadata().properties().get(&ledger_key(run_key)) {
+        Some(value) => Some(parse_entry(table, run_key, value)?),
+        None => None,
+    };
+    if snapshot_id.is_none() && place.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(CommittedRecord { snapshot_id, place }))
+}
+
+fn parse_entry(table: &Table, run_key: &str, value: &str) -> Result<RunPlace> {
+    let source = format!(
+        "table property {} of {}",
+        ledger_key(run_key),
+        table.identifier()
+    );
+    let place: RunPlace = serde_json::from_str(value).map_err(|e| Error::BadRecord {
+        location: source.clone(),
+        reason: format!("not a ledger entry ({})", e.classify_name()),
+    })?;
+    place.checked(run_key, &source)
+}
+
+/// The snapshot of `table` whose summary carries `run_key`, if it is still there.
+pub fn snapshot_with_run_key(table: &Table, run_key: &str) -> Option<i64> {
+    table
+        .metadata()
+        .snapshots()
+        .find(|s| {
+            s.summary()
+                .additional_properties
+                .get(RUN_KEY_PROPERTY)
+                .map(String::as_str)
+                == Some(run_key)
+        })
+        .map(|s| s.snapshot_id())
+}
+
+/// The ledger entries missing for runs whose snapshots still carry their key
+/// (run keys with their places), so that expiring those snapshots loses nothing.
+pub fn unledgered_runs(table: &Table) -> Vec<(String, RunPlace)> {
+    let properties = table.metadata().properties();
+    let mut missing: Vec<(String, RunPlace)> = table
+        .metadata()
+        .snapshots()
+        .filter_map(|s| {
+            let extra = &s.summary().additional_properties;
+            let run_key = extra.get(RUN_KEY_PROPERTY)?;
+            if properties.contains_key(&ledger_key(run_key)) {
+                return None;
+            }
+            let date = chrono::DateTime::from_timestamp_millis(s.timestamp_ms())?.date_naive();
+            Some((run_key.clone(), RunPlace::for_run(run_key, date)))
+        })
+        .collect();
+    missing.sort_by(|a, b| a.0.cmp(&b.0));
+    missing.dedup_by(|a, b| a.0 == b.0);
+    missing
+}
+
+trait ClassifyName {
+    fn classify_name(&self) -> &'static str;
+}
+
+impl ClassifyName for serde_json::Error {
+    fn classify_name(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "I/O",
+            serde_json::error::Category::Syntax => "not JSON",
+            serde_json::error::Category::Data => "wrong fields",
+            serde_json::error::Category::Eof => "cut short",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_read_back_must_be_the_run_keys_own() {
+        let key = "BANK_A/2026-11/abc";
+        let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap_or_default();
+        let good = RunPlace::for_run(key, date);
+        assert_eq!(good.clone().checked(key, "here").ok(), Some(good.clone()));
+        let escapes = [
+            ("../../../../tmp/x", good.run_date.as_str()),
+            (good.run_id.as_str(), "../../x"),
+            (good.run_id.as_str(), "2026-13-01"),
+            (good.run_id.as_str(), "2026-1-01"),
+            ("0000000000000000", good.run_date.as_str()),
+        ];
+        for (run_id, run_date) in escapes {
+            let place = RunPlace {
+                run_id: run_id.to_string(),
+                run_date: run_date.to_string(),
+            };
+            let error = place.checked(key, "marker m.json").err();
+            let text = error.map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                text.contains("marker m.json"),
+                "{run_id} {run_date}: {text}"
+            );
+        }
+    }
+}
