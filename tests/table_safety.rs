@@ -10,6 +10,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use assert_cmd::Command;
 use chrono::NaiveDate;
@@ -122,6 +123,38 @@ async fn a_lost_catalog_is_refused_not_forked_and_adopt_table_brings_the_history
     assert_eq!(snapshot_ids(&common::silver_table(&ws).await), history);
     let again = output(&silverline(&["adopt-table", "--config", config]).success());
     assert!(again.contains("already in the catalog"), "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn first_runs_started_together_create_the_tables_once_and_all_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = Workspace::create(&tmp.path().join("ws")).await.unwrap();
+    let config = ws.dir.join("config/credit_statements.toml");
+    let contributors = ["BANK_A", "BANK_B", "BANK_C", "BANK_D"];
+    for (seed, contributor) in (1..).zip(contributors) {
+        let mut rows = Portfolio::new(contributor, 10, false, seed).statements(month(1), false);
+        double_limits(&mut rows, 5);
+        ws.put_drop(contributor, "2026-01", &rows).await.unwrap();
+    }
+    let runs: Vec<_> = contributors
+        .iter()
+        .map(|contributor| {
+            let mut command =
+                std::process::Command::new(assert_cmd::cargo::cargo_bin("silverline"));
+            command.args(["--log-format", "text", "run", "--config"]);
+            command.arg(&config);
+            command.args(["--contributor", contributor, "--drop", "2026-01"]);
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+            command.spawn().unwrap()
+        })
+        .collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+    }
+    let table = common::silver_table(&ws).await;
+    assert_eq!(snapshot_ids(&table).len(), contributors.len());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -166,7 +166,7 @@ async fn try_load_or_create_table(
         return load_table_checked(catalog, ident, &wanted).await;
     }
     let location = default_location(catalog, plan, ident).await?;
-    let found = metadata_files(plan, &location).await?;
+    let found = existing_metadata(plan, &location).await?;
     if !found.is_empty() {
         if appeared_meanwhile(catalog, ident).await {
             return load_table_checked(catalog, ident, &wanted).await;
@@ -418,6 +418,19 @@ async fn metadata_files(plan: &Plan, location: &str) -> Result<Vec<MetadataFile>
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// [`metadata_files`] before creating a table. The SQL catalog's location is
+/// known, so a failed listing is an error; a REST catalog's is a guess, so a
+/// failed listing there is only a warning.
+async fn existing_metadata(plan: &Plan, location: &str) -> Result<Vec<MetadataFile>> {
+    match (metadata_files(plan, location).await, &plan.catalog) {
+        (Err(error), CatalogSpec::Rest { .. }) => {
+            tracing::warn!(location, error = %error, "cannot look for Iceberg metadata at the table's likely location: creating the table without that check");
+            Ok(Vec::new())
+        }
+        (found, _) => found,
+    }
 }
 
 /// The metadata files of the highest version: one, unless commits raced and a
