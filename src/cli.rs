@@ -151,6 +151,18 @@ pub enum Command {
         #[arg(long, default_value = "silverline-demo")]
         dir: PathBuf,
     },
+    /// Register in the catalog the Silver and exception tables it lost (a deleted or replaced
+    /// catalog database) from the Iceberg metadata at their locations, history and all. Runs
+    /// refuse to create a table over such metadata.
+    AdoptTable {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// The metadata file to register, when commits that raced left several of the newest
+        /// version (default: the newest).
+        #[arg(long)]
+        metadata: Option<String>,
+    },
 }
 
 /// Exit code of a run that found, at commit time, that a concurrent run of the
@@ -307,6 +319,12 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Demo { dir } => crate::demo::run_demo(&dir).await.map(|()| 0),
         Command::Bench { accounts, dir } => {
             crate::bench::run_bench(accounts, &dir).await.map(|()| 0)
+        }
+        Command::AdoptTable { config, metadata } => {
+            let plan = load_plan(&config)?;
+            let adopted = crate::infra::catalog::adopt_tables(&plan, metadata.as_deref()).await?;
+            adopted.iter().for_each(|adoption| println!("{adoption}"));
+            Ok(0)
         }
     }
 }

@@ -86,7 +86,14 @@ fn creation(plan: &Plan) -> iceberg::Result<TableCreation> {
 /// Loads the exception table, creating it on first use.
 pub async fn load_or_create_exceptions(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = exceptions_ident(plan);
-    load_or_create_table(catalog, &ident, &|| creation(plan), "exceptions.table").await
+    load_or_create_table(
+        catalog,
+        plan,
+        &ident,
+        &|| creation(plan),
+        "exceptions.table",
+    )
+    .await
 }
 
 /// Appends `events` in one snapshot for `run_key`, unless that run's events are already there.

@@ -93,7 +93,14 @@ const CREATE_ATTEMPTS: u32 = 5;
 /// Loads the Silver table, creating its namespace and the table from the contract if missing.
 pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = table_ident(&plan.table);
-    load_or_create_table(catalog, &ident, &|| table_creation(plan), "dataset.columns").await
+    load_or_create_table(
+        catalog,
+        plan,
+        &ident,
+        &|| table_creation(plan),
+        "dataset.columns",
+    )
+    .await
 }
 
 /// How to create a table: called for each attempt (a creation is used up).
@@ -101,16 +108,20 @@ pub type MakeCreation<'a> = &'a (dyn Fn() -> iceberg::Result<TableCreation> + Sy
 
 /// Loads a table silverline owns, creating its namespace and the table from
 /// `creation` if missing; a table found with another schema is an error naming
-/// `setting`. Retried, for runs that create the table at the same moment.
+/// `setting`, and the properties `creation` sets are added to a table that
+/// lacks them. Creating is refused when the table's location already holds
+/// Iceberg metadata (a catalog that lost the table: see [`adopt_tables`]).
+/// Retried, for runs that create the table at the same moment.
 pub async fn load_or_create_table(
     catalog: &dyn Catalog,
+    plan: &Plan,
     ident: &TableIdent,
     creation: MakeCreation<'_>,
     setting: &str,
 ) -> Result<Table> {
     let mut attempt = 1;
     loop {
-        match try_load_or_create_table(catalog, ident, creation, setting).await {
+        match try_load_or_create_table(catalog, plan, ident, creation, setting).await {
             Err(error @ Error::Catalog { .. }) if attempt < CREATE_ATTEMPTS => {
                 tracing::warn!(attempt, table = %ident, error = %error, "loading or creating a table failed: retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
@@ -122,58 +133,115 @@ pub async fn load_or_create_table(
     }
 }
 
+/// What a table silverline owns must look like: its columns and the
+/// properties it is created with.
+struct Wanted<'a> {
+    schema: &'a Schema,
+    properties: &'a HashMap<String, String>,
+    /// The setting named when the columns differ.
+    setting: &'a str,
+}
+
 async fn try_load_or_create_table(
     catalog: &dyn Catalog,
+    plan: &Plan,
     ident: &TableIdent,
     creation: MakeCreation<'_>,
     setting: &str,
 ) -> Result<Table> {
     let target = ident.to_string();
     let creation = creation().map_err(Error::catalog("create-table", &target))?;
-    let namespace = ident.namespace().clone();
-    let exists = catalog
-        .namespace_exists(&namespace)
-        .await
-        .map_err(Error::catalog("namespace-exists", &target))?;
-    if !exists {
-        // Another run may create it at the same moment: only a real failure counts.
-        let created = catalog.create_namespace(&namespace, HashMap::new()).await;
-        if created.is_err() && !catalog.namespace_exists(&namespace).await.unwrap_or(false) {
-            created.map_err(Error::catalog("create-namespace", &target))?;
-        }
-    }
+    let (schema, properties) = (creation.schema.clone(), creation.properties.clone());
+    let wanted = Wanted {
+        schema: &schema,
+        properties: &properties,
+        setting,
+    };
+    ensure_namespace(catalog, ident.namespace(), &target).await?;
     if catalog
         .table_exists(ident)
         .await
         .map_err(Error::catalog("table-exists", &target))?
     {
-        return load_table_checked(catalog, ident, &creation.schema, setting).await;
+        return load_table_checked(catalog, ident, &wanted).await;
     }
-    let expected = creation.schema.clone();
-    match catalog.create_table(&namespace, creation).await {
-        Ok(table) => Ok(table),
+    let location = default_location(catalog, plan, ident).await?;
+    let found = existing_metadata(plan, &location).await?;
+    if !found.is_empty() {
+        if appeared_meanwhile(catalog, ident).await {
+            return load_table_checked(catalog, ident, &wanted).await;
+        }
+        return Err(fork_refused(plan, ident, &location, &found));
+    }
+    match catalog.create_table(ident.namespace(), creation).await {
+        Ok(table) => {
+            tracing::info!(
+                table = %ident,
+                location = %table.metadata().location(),
+                catalog = %plan.catalog,
+                "created the table: it was not in the catalog and its location held no Iceberg metadata"
+            );
+            Ok(table)
+        }
         Err(_) if catalog.table_exists(ident).await.unwrap_or(false) => {
-            load_table_checked(catalog, ident, &expected, setting).await
+            load_table_checked(catalog, ident, &wanted).await
         }
         Err(e) => Err(Error::catalog("create-table", &target)(e)),
     }
 }
 
+/// Creates `namespace` unless it exists; another run may create it at the
+/// same moment, so only a real failure counts.
+async fn ensure_namespace(
+    catalog: &dyn Catalog,
+    namespace: &NamespaceIdent,
+    target: &str,
+) -> Result<()> {
+    let exists = catalog
+        .namespace_exists(namespace)
+        .await
+        .map_err(Error::catalog("namespace-exists", target))?;
+    if !exists {
+        let created = catalog.create_namespace(namespace, HashMap::new()).await;
+        if created.is_err() && !catalog.namespace_exists(namespace).await.unwrap_or(false) {
+            created.map_err(Error::catalog("create-namespace", target))?;
+        }
+    }
+    Ok(())
+}
+
+/// Iceberg's per-column metrics mode, `write.metadata.metrics.column.<name>`:
+/// `none` (or `counts`) means no lower/upper bound of the column in manifests.
+pub const METRICS_COLUMN_PREFIX: &str = "write.metadata.metrics.column.";
+
 /// Silverline retries Silver commits itself, re-checking the run key each time
 /// (see `pipeline::commit`); Iceberg's blind re-apply must stay off.
 const NO_ICEBERG_RETRIES: (&str, &str) = ("commit.retry.num-retries", "0");
 
-/// Turns Iceberg's own commit retries off on a Silver table created elsewhere.
-async fn disable_iceberg_retries(catalog: &dyn Catalog, table: Table) -> Result<Table> {
-    let (key, value) = NO_ICEBERG_RETRIES;
-    if table.metadata().properties().get(key).map(String::as_str) == Some(value) {
+/// Sets on `table` every one of `properties` it lacks or holds with another
+/// value (a table created elsewhere, or before a column was marked sensitive).
+async fn ensure_properties(
+    catalog: &dyn Catalog,
+    table: Table,
+    properties: &HashMap<String, String>,
+) -> Result<Table> {
+    let current = table.metadata().properties();
+    let missing: HashMap<String, String> = properties
+        .iter()
+        .filter(|(key, value)| current.get(*key) != Some(*value))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if missing.is_empty() {
         return Ok(table);
     }
     let target = table.identifier().to_string();
+    tracing::info!(table = %target, properties = ?missing.keys().collect::<Vec<_>>(), "setting table properties");
     let tx = Transaction::new(&table);
-    let update = tx
-        .update_table_properties()
-        .set(key.to_string(), value.to_string());
+    let update = missing
+        .into_iter()
+        .fold(tx.update_table_properties(), |update, (key, value)| {
+            update.set(key, value)
+        });
     let tx = update
         .apply(tx)
         .map_err(Error::catalog("set-properties", &target))?;
@@ -185,26 +253,27 @@ async fn disable_iceberg_retries(catalog: &dyn Catalog, table: Table) -> Result<
 /// Loads the Silver table and checks that its schema is the contract.
 pub async fn load_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = table_ident(&plan.table);
-    let schema = plan
-        .contract
-        .iceberg_schema()
-        .map_err(Error::catalog("load-table", ident.to_string()))?;
-    load_table_checked(catalog, &ident, &schema, "dataset.columns").await
+    let creation = table_creation(plan).map_err(Error::catalog("load-table", ident.to_string()))?;
+    let wanted = Wanted {
+        schema: &creation.schema,
+        properties: &creation.properties,
+        setting: "dataset.columns",
+    };
+    load_table_checked(catalog, &ident, &wanted).await
 }
 
-/// Loads a table silverline owns and checks its columns against `expected`.
+/// Loads a table silverline owns, checks its columns and adds missing properties.
 async fn load_table_checked(
     catalog: &dyn Catalog,
     ident: &TableIdent,
-    expected: &Schema,
-    setting: &str,
+    wanted: &Wanted<'_>,
 ) -> Result<Table> {
     let table = catalog
         .load_table(ident)
         .await
         .map_err(Error::catalog("load-table", ident.to_string()))?;
-    check_schema(&table, expected, setting)?;
-    disable_iceberg_retries(catalog, table).await
+    check_schema(&table, wanted.schema, wanted.setting)?;
+    ensure_properties(catalog, table, wanted.properties).await
 }
 
 fn check_schema(table: &Table, expected: &Schema, setting: &str) -> Result<()> {
@@ -256,8 +325,22 @@ fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
         .name(plan.table.name.clone())
         .schema(schema)
         .partition_spec(spec.build())
-        .properties(owned_table_properties())
+        .properties(silver_properties(plan))
         .build())
+}
+
+/// Properties of Silver: those of every table silverline owns, and no column
+/// statistics (lower/upper bounds in manifests) of the columns marked sensitive.
+fn silver_properties(plan: &Plan) -> HashMap<String, String> {
+    let mut properties = owned_table_properties();
+    let sensitive = plan.contract.columns.iter().filter(|c| c.sensitive);
+    properties.extend(sensitive.map(|c| {
+        (
+            format!("{METRICS_COLUMN_PREFIX}{}", c.name),
+            "none".to_string(),
+        )
+    }));
+    properties
 }
 
 /// Properties of every table silverline creates: Iceberg's own commit retries
@@ -267,4 +350,344 @@ pub fn owned_table_properties() -> HashMap<String, String> {
         NO_ICEBERG_RETRIES.0.to_string(),
         NO_ICEBERG_RETRIES.1.to_string(),
     )])
+}
+
+/// Where the catalog puts `ident` when it creates it without a location: the
+/// namespace's `location` property if set, else
+/// `<warehouse>/<namespace>/<table>` (the SQL catalog's rule; a REST catalog's
+/// server decides for itself, and most use this layout).
+async fn default_location(
+    catalog: &dyn Catalog,
+    plan: &Plan,
+    ident: &TableIdent,
+) -> Result<String> {
+    let namespace = catalog
+        .get_namespace(ident.namespace())
+        .await
+        .map_err(Error::catalog("get-namespace", ident.to_string()))?;
+    let base = match namespace.properties().get("location") {
+        Some(location) => location.trim_end_matches('/').to_string(),
+        None => format!(
+            "{}/{}",
+            plan.catalog.warehouse().trim_end_matches('/'),
+            ident.namespace().join("/")
+        ),
+    };
+    Ok(format!("{base}/{}", ident.name()))
+}
+
+/// An Iceberg table metadata file, `<location>/metadata/<version>-<uuid>[.gz].metadata.json`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct MetadataFile {
+    version: u64,
+    url: String,
+}
+
+impl MetadataFile {
+    /// The metadata file at `relative` (to the table location), if it is one.
+    fn parse(location: &str, relative: &str) -> Option<MetadataFile> {
+        let name = relative.strip_prefix("metadata/")?;
+        if name.contains('/') || !name.ends_with(".metadata.json") {
+            return None;
+        }
+        let version = name.split('-').next()?.parse().ok()?;
+        Some(MetadataFile {
+            version,
+            url: format!("{location}/{relative}"),
+        })
+    }
+}
+
+/// Every table metadata file under `<location>/metadata/`, oldest version first.
+/// A location that is not a URL (a REST warehouse given by name) is not looked at.
+async fn metadata_files(plan: &Plan, location: &str) -> Result<Vec<MetadataFile>> {
+    if !location.contains("://") {
+        tracing::debug!(
+            location,
+            "table location is not a URL: not checked for metadata"
+        );
+        return Ok(Vec::new());
+    }
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let root = stores.open(location, "catalog.warehouse")?;
+    let mut files: Vec<MetadataFile> = root
+        .list("metadata")
+        .await?
+        .iter()
+        .filter_map(|object| MetadataFile::parse(location, &object.relative))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// [`metadata_files`] before creating a table. The SQL catalog's location is
+/// known, so a failed listing is an error; a REST catalog's is a guess, so a
+/// failed listing there is only a warning.
+async fn existing_metadata(plan: &Plan, location: &str) -> Result<Vec<MetadataFile>> {
+    match (metadata_files(plan, location).await, &plan.catalog) {
+        (Err(error), CatalogSpec::Rest { .. }) => {
+            tracing::warn!(location, error = %error, "cannot look for Iceberg metadata at the table's likely location: creating the table without that check");
+            Ok(Vec::new())
+        }
+        (found, _) => found,
+    }
+}
+
+/// The metadata files of the highest version: one, unless commits raced and a
+/// loser's file was left beside the winner's.
+fn newest(files: &[MetadataFile]) -> Vec<&MetadataFile> {
+    let top = files.iter().map(|f| f.version).max();
+    files.iter().filter(|f| Some(f.version) == top).collect()
+}
+
+/// Whether `ident` shows up in the catalog within a moment: a run creating
+/// the table writes its first metadata file just before it registers it.
+async fn appeared_meanwhile(catalog: &dyn Catalog, ident: &TableIdent) -> bool {
+    for _ in 0..8 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        if catalog.table_exists(ident).await.unwrap_or(false) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The refusal to create `ident` over the metadata already at `location`.
+fn fork_refused(plan: &Plan, ident: &TableIdent, location: &str, files: &[MetadataFile]) -> Error {
+    let newest: Vec<&str> = newest(files).iter().map(|f| f.url.as_str()).collect();
+    Error::ConfigInvalid {
+        path: "catalog.uri".into(),
+        problems: vec![format!(
+            "table {ident} is not in the {catalog}, but its location {location} already holds \
+             Iceberg metadata ({count} metadata file(s), newest {newest}): creating the table \
+             again would fork it and lose its history, so nothing was done. If the catalog lost \
+             the table (catalog database deleted or replaced, catalog.uri changed), register the \
+             existing table with `silverline adopt-table --config {config}`; if the files there \
+             are not to be kept, move them away first.",
+            catalog = plan.catalog,
+            count = files.len(),
+            newest = newest.join(", "),
+            config = plan.source.display(),
+        )],
+    }
+}
+
+/// What `adopt-table` did with one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adoption {
+    /// The catalog has the table: nothing done.
+    InCatalog {
+        /// The table.
+        table: String,
+    },
+    /// Registered in the catalog from an existing metadata file.
+    Adopted {
+        /// The table.
+        table: String,
+        /// The metadata file registered.
+        metadata: String,
+        /// Snapshots the table has.
+        snapshots: usize,
+    },
+    /// Neither the catalog nor the table's location holds the table.
+    Absent {
+        /// The table.
+        table: String,
+        /// The location that holds no metadata.
+        location: String,
+    },
+}
+
+impl std::fmt::Display for Adoption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Adoption::InCatalog { table } => {
+                write!(f, "{table}: already in the catalog: nothing to do")
+            }
+            Adoption::Adopted {
+                table,
+                metadata,
+                snapshots,
+            } => write!(
+                f,
+                "{table}: adopted from {metadata} ({snapshots} snapshot(s))"
+            ),
+            Adoption::Absent { table, location } => write!(
+                f,
+                "{table}: no Iceberg metadata under {location}/metadata: nothing to adopt (the next run creates the table)"
+            ),
+        }
+    }
+}
+
+/// Registers in the catalog the tables silverline owns (Silver and the
+/// exception store) that it lacks but whose location holds their metadata,
+/// each at its newest metadata file, or at `chosen` (a metadata file URL)
+/// for the table it belongs to. Fails if Silver is found nowhere.
+pub async fn adopt_tables(plan: &Plan, chosen: Option<&str>) -> Result<Vec<Adoption>> {
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let catalog = connect(&plan.catalog, &stores).await?;
+    let idents = [
+        table_ident(&plan.table),
+        crate::exceptions::store::exceptions_ident(plan),
+    ];
+    let mut done = Vec::new();
+    for ident in &idents {
+        done.push(adopt_table(catalog.as_ref(), plan, ident, chosen).await?);
+    }
+    if let Some(url) = chosen {
+        let used = done
+            .iter()
+            .any(|a| matches!(a, Adoption::Adopted { metadata, .. } if metadata == url));
+        if !used {
+            return Err(Error::Usage {
+                arg: "--metadata".to_string(),
+                reason: format!(
+                    "{url} was not adopted: it is not a metadata file of a table missing from the catalog"
+                ),
+            });
+        }
+    }
+    if let Some(Adoption::Absent { table, location }) = done.first() {
+        return Err(Error::ConfigInvalid {
+            path: "catalog.warehouse".into(),
+            problems: vec![format!(
+                "nothing to adopt: {table} is not in the {} and {location}/metadata holds no Iceberg metadata",
+                plan.catalog
+            )],
+        });
+    }
+    Ok(done)
+}
+
+/// [`adopt_tables`] for one table.
+async fn adopt_table(
+    catalog: &dyn Catalog,
+    plan: &Plan,
+    ident: &TableIdent,
+    chosen: Option<&str>,
+) -> Result<Adoption> {
+    let target = ident.to_string();
+    ensure_namespace(catalog, ident.namespace(), &target).await?;
+    if catalog
+        .table_exists(ident)
+        .await
+        .map_err(Error::catalog("table-exists", &target))?
+    {
+        return Ok(Adoption::InCatalog { table: target });
+    }
+    let location = default_location(catalog, plan, ident).await?;
+    let files = metadata_files(plan, &location).await?;
+    let Some(metadata) = metadata_to_adopt(&location, &files, chosen)? else {
+        return Ok(Adoption::Absent {
+            table: target,
+            location,
+        });
+    };
+    let table = catalog
+        .register_table(ident, metadata.clone())
+        .await
+        .map_err(Error::catalog("register-table", &target))?;
+    let snapshots = table.metadata().snapshots().len();
+    tracing::info!(table = %target, metadata = %metadata, snapshots, catalog = %plan.catalog, "adopted the table into the catalog");
+    Ok(Adoption::Adopted {
+        table: target,
+        metadata,
+        snapshots,
+    })
+}
+
+/// The metadata file to register for the table at `location`: `chosen` if it
+/// is one of `files`, else the newest, which must be the only one of its version.
+fn metadata_to_adopt(
+    location: &str,
+    files: &[MetadataFile],
+    chosen: Option<&str>,
+) -> Result<Option<String>> {
+    let usage = |reason: String| Error::Usage {
+        arg: "--metadata".to_string(),
+        reason,
+    };
+    if let Some(url) = chosen.filter(|url| url.starts_with(&format!("{location}/metadata/"))) {
+        if files.iter().any(|f| f.url == url) {
+            return Ok(Some(url.to_string()));
+        }
+        return Err(usage(format!("{url} is not a table metadata file")));
+    }
+    match newest(files).as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one.url.clone())),
+        several => Err(usage(format!(
+            "{} metadata files under {location}/metadata have the newest version {} (commits that raced): \
+             name the one to adopt with --metadata <url>: {}",
+            several.len(),
+            several[0].version,
+            several
+                .iter()
+                .map(|f| f.url.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: &str = "file:///w/silver/t";
+
+    fn files(names: &[&str]) -> Vec<MetadataFile> {
+        let mut files: Vec<_> = names
+            .iter()
+            .filter_map(|n| MetadataFile::parse(AT, n))
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn only_table_metadata_files_count_and_versions_sort_as_numbers() {
+        let found = files(&[
+            "metadata/00009-a.metadata.json",
+            "metadata/00010-b.gz.metadata.json",
+            "metadata/snap-1-c.avro",
+            "metadata/sub/00011-d.metadata.json",
+            "data/00012-e.metadata.json",
+            "metadata/version-hint.text",
+        ]);
+        let versions: Vec<u64> = found.iter().map(|f| f.version).collect();
+        assert_eq!(versions, vec![9, 10]);
+        assert_eq!(
+            metadata_to_adopt(AT, &found, None).unwrap().as_deref(),
+            Some("file:///w/silver/t/metadata/00010-b.gz.metadata.json")
+        );
+        assert_eq!(metadata_to_adopt(AT, &[], None).unwrap(), None);
+    }
+
+    #[test]
+    fn raced_newest_files_need_an_explicit_choice() {
+        let found = files(&[
+            "metadata/00001-a.metadata.json",
+            "metadata/00002-b.metadata.json",
+            "metadata/00002-c.metadata.json",
+        ]);
+        let refused = metadata_to_adopt(AT, &found, None).unwrap_err().to_string();
+        assert!(
+            refused.contains("--metadata") && refused.contains("00002-c"),
+            "{refused}"
+        );
+        let chosen = "file:///w/silver/t/metadata/00002-b.metadata.json";
+        assert_eq!(
+            metadata_to_adopt(AT, &found, Some(chosen))
+                .unwrap()
+                .as_deref(),
+            Some(chosen)
+        );
+        let missing = "file:///w/silver/t/metadata/00003-x.metadata.json";
+        assert!(metadata_to_adopt(AT, &found, Some(missing)).is_err());
+        // A file of another table's location leaves this one to the newest rule.
+        let other = "file:///w/silver/other/metadata/00002-b.metadata.json";
+        assert!(metadata_to_adopt(AT, &found, Some(other)).is_err());
+    }
 }

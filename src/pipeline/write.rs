@@ -4,7 +4,7 @@
 //! but not yet committed: [`crate::pipeline::commit`] does that once the books
 //! balance.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use arrow::array::{ArrayRef, StructArray, UInt32Array};
 use arrow::compute::take_record_batch;
@@ -24,9 +24,12 @@ use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
+use parquet::file::properties::{CdcOptions, EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::infra::catalog::METRICS_COLUMN_PREFIX;
 use crate::infra::storage::Location;
 use crate::pipeline::keys::KeyIndex;
 use crate::pipeline::route::{Routed, SetAside};
@@ -244,8 +247,10 @@ fn data_file_writer_builder(
     run_id: &str,
 ) -> iceberg::Result<SilverWriterBuilder> {
     let metadata = silver.metadata();
-    let parquet =
-        ParquetWriterBuilder::from_table_properties(props, metadata.current_schema().clone());
+    let parquet = ParquetWriterBuilder::new(
+        parquet_properties(metadata.properties(), props),
+        metadata.current_schema().clone(),
+    );
     let rolling = RollingFileWriterBuilder::new(
         parquet,
         props.write_target_file_size_bytes,
@@ -258,6 +263,40 @@ fn data_file_writer_builder(
         ),
     );
     Ok(DataFileWriterBuilder::new(rolling))
+}
+
+/// Parquet settings of a table's data files: the `write.parquet.*` ones
+/// iceberg translates (content-defined chunking), and no column statistics for
+/// a column whose Iceberg metrics mode (`write.metadata.metrics.column.<name>`)
+/// is `none` or `counts`. Iceberg takes a data file's lower/upper bounds from
+/// the Parquet column statistics, so such a column gets none in the manifests
+/// (nor a null count; value counts stay). Every other column keeps its statistics.
+fn parquet_properties(
+    table_properties: &HashMap<String, String>,
+    props: &TableProperties,
+) -> WriterProperties {
+    let cdc = props.cdc_enabled.then_some(CdcOptions {
+        min_chunk_size: props.cdc_min_chunk_size,
+        max_chunk_size: props.cdc_max_chunk_size,
+        norm_level: props.cdc_norm_level,
+    });
+    let builder = WriterProperties::builder().set_content_defined_chunking(cdc);
+    no_bounds_columns(table_properties)
+        .fold(builder, |builder, column| {
+            builder.set_column_statistics_enabled(column, EnabledStatistics::None)
+        })
+        .build()
+}
+
+/// The columns whose Iceberg metrics mode keeps bounds out of the manifests.
+fn no_bounds_columns(
+    table_properties: &HashMap<String, String>,
+) -> impl Iterator<Item = ColumnPath> + '_ {
+    table_properties.iter().filter_map(|(key, mode)| {
+        let name = key.strip_prefix(METRICS_COLUMN_PREFIX)?;
+        matches!(mode.trim(), "none" | "counts")
+            .then(|| ColumnPath::new(name.split('.').map(str::to_string).collect()))
+    })
 }
 
 #[cfg(test)]
