@@ -196,6 +196,13 @@ fn fingerprint(files: &[DropFile]) -> String {
     hex::encode(hash.finalize())[..32].to_string()
 }
 
+/// Where a run stages, beside its claim marker, the summary it writes just
+/// before its commit: a rerun completes it if the run dies after committing.
+/// It never lies where summaries are listed.
+pub fn staged_summary_path(run_key: &str) -> String {
+    format!("claims/{run_key}.summary.json")
+}
+
 fn marker_path(drop: &DropRef, fingerprint: &str) -> String {
     format!("claims/{}/{fingerprint}.json", drop.prefix())
 }

@@ -360,7 +360,7 @@ async fn process_stages(
         summary
             .write(
                 &context.dq_error,
-                &Summary::path(&claim.run_date, &context.drop.contributor, &claim.run_id),
+                &claim::staged_summary_path(&claim.run_key),
             )
             .await?;
         let place = claim.place();
@@ -572,9 +572,10 @@ async fn complete_committed_run(
     restore_missing_summary(context, summary, place).await
 }
 
-/// A run that committed but died before writing its summary: its summary is
-/// the one it wrote just before committing (every figure of the run), now
-/// marked committed; a run from before such summaries gets one rebuilt from
+/// A run that committed but died before writing its final summary (or
+/// wrote a failed one because the commit's answer was lost): its summary is
+/// the one it staged just before committing (every figure of the run), now
+/// marked committed; a run from before staged summaries gets one rebuilt from
 /// its snapshot's properties. Either way every committed run has its record.
 async fn restore_missing_summary(
     context: &Context<'_>,
@@ -582,12 +583,17 @@ async fn restore_missing_summary(
     place: &RunPlace,
 ) -> Result<()> {
     let path = Summary::path(&place.run_date, &context.drop.contributor, &place.run_id);
-    let found = context.dq_error.get_opt(&path).await?;
-    let found: Option<serde_json::Value> = found.and_then(|b| serde_json::from_slice(&b).ok());
-    let committing = serde_json::to_value(RunStatus::Committing).ok();
-    let mut restored = match found {
-        Some(staged) if staged.get("status") == committing.as_ref() => staged,
-        Some(_) => return Ok(()),
+    let committed = serde_json::to_value(RunStatus::Committed).ok();
+    if read_json(&context.dq_error, &path)
+        .await?
+        .is_some_and(|found| found.get("status") == committed.as_ref())
+    {
+        return Ok(());
+    }
+    let run_key = summary.run_key.clone().unwrap_or_default();
+    let staged = read_json(&context.dq_error, &claim::staged_summary_path(&run_key)).await?;
+    let mut restored = match staged {
+        Some(staged) => staged,
         None => to_json(&rebuilt_from_snapshot(context, summary, place))?,
     };
     let backlog = exceptions::contributor_backlog(context, chrono::Utc::now()).await?;
@@ -610,6 +616,12 @@ async fn restore_missing_summary(
     let url = context.dq_error.url_of(&path);
     tracing::warn!(summary = %url, "the committed run had no final summary: completed it");
     Ok(())
+}
+
+/// The JSON document at `path`, if there is one that parses.
+async fn read_json(location: &Location, path: &str) -> Result<Option<serde_json::Value>> {
+    let found = location.get_opt(path).await?;
+    Ok(found.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value> {

@@ -25,9 +25,9 @@ pub enum RunStatus {
     CommittedConcurrently,
     /// Everything but the commit.
     DryRun,
-    /// Judged, written and balanced, being committed: the record a run writes
-    /// just before its commit. A rerun finding it for a committed drop marks it
-    /// committed (the run died between its commit and its final summary).
+    /// Judged, written and balanced, being committed: the summary a run stages
+    /// beside its claim marker just before its commit. A rerun of a committed
+    /// drop without a final summary completes it and marks it committed.
     Committing,
     /// Stopped; nothing committed.
     Failed,
