@@ -11,7 +11,7 @@ use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};
 use crate::report::gather::{Gather, gather};
-use crate::report::html::write_report;
+use crate::report::html::{check_out_dir, write_report};
 use crate::report::text::backlog_text;
 use crate::telemetry::LogFormat;
 
@@ -208,6 +208,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Report { config, out } => {
+            check_out_dir(&out)?;
             let plan = load_plan(&config)?;
             let what = Gather {
                 now: chrono::Utc::now(),
