@@ -344,9 +344,10 @@ impl Error {
             Error::Storage { source, .. } if is_refused(source) => ErrorClass::Config,
             Error::Query { source, .. } => EngineFailure::of_query(source).class(),
             Error::Arrow { source, .. } => EngineFailure::of_arrow(source).class(),
-            Error::Storage { .. } | Error::Catalog { .. } | Error::Io { .. } | Error::Injected(_) => {
-                ErrorClass::Infra
-            }
+            Error::Storage { .. }
+            | Error::Catalog { .. }
+            | Error::Io { .. }
+            | Error::Injected(_) => ErrorClass::Infra,
         }
     }
 
@@ -506,9 +507,9 @@ mod tests {
             .into_iter()
             .map(|error| {
                 let expected = match &error {
-                    Error::ConfigRead { .. } | Error::ConfigInvalid { .. } | Error::Usage { .. } => {
-                        ErrorClass::Config
-                    }
+                    Error::ConfigRead { .. }
+                    | Error::ConfigInvalid { .. }
+                    | Error::Usage { .. } => ErrorClass::Config,
                     Error::BadDrop { .. }
                     | Error::FailRule { .. }
                     | Error::Unbalanced { .. }
@@ -542,7 +543,11 @@ mod tests {
     fn every_variant_has_the_class_the_exit_code_table_promises() {
         for (error, expected) in one_of_each() {
             assert_eq!(error.class(), expected, "{error:?}");
-            assert_eq!(error.is_retryable(), expected == ErrorClass::Infra, "{error}");
+            assert_eq!(
+                error.is_retryable(),
+                expected == ErrorClass::Infra,
+                "{error}"
+            );
         }
     }
 
@@ -593,7 +598,10 @@ mod tests {
         ] {
             let message = Error::query("evaluate")(source).to_string();
             assert!(!message.contains("A1234567"), "{message}");
-            assert!(message.contains("evaluate") && message.contains(kind), "{message}");
+            assert!(
+                message.contains("evaluate") && message.contains(kind),
+                "{message}"
+            );
         }
         let arrow = Error::arrow("read")(ArrowError::CastError("cannot cast 'A1234567'".into()));
         assert!(!arrow.to_string().contains("A1234567"), "{arrow}");

@@ -54,7 +54,8 @@ impl<W: Write> Write for LineWriter<W> {
             Some(body) => (body, "\n"),
             None => (text.as_ref(), ""),
         };
-        self.0.write_all(format!("{}{end}", printable(body)).as_bytes())
+        self.0
+            .write_all(format!("{}{end}", printable(body)).as_bytes())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -402,7 +402,9 @@ fn a_failing_cast_of_a_sensitive_column_names_the_rule_but_not_the_value() {
     assert_eq!(summaries.len(), 1, "{written:?}");
     assert!(summaries[0].1.contains("\"failed\""), "{}", summaries[0].1);
     assert!(
-        summaries[0].1.contains("rule 'ic_numeric' could not be evaluated: cast failed"),
+        summaries[0]
+            .1
+            .contains("rule 'ic_numeric' could not be evaluated: cast failed"),
         "the rule and the kind of failure, not the engine's text: {}",
         summaries[0].1
     );

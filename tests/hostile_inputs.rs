@@ -36,7 +36,12 @@ fn with_rule(name: &str, expression: &str) -> impl Fn(String) -> String {
     let rule = format!(
         "rule_files = [{{ path = \"rules/credit_rules.csv\" }}]\n\n[[rules]]\nname = \"{name}\"\nexpression = \"{expression}\"\nseverity = \"warn\"\n"
     );
-    move |t: String| t.replace("rule_files = [{ path = \"rules/credit_rules.csv\" }]", &rule)
+    move |t: String| {
+        t.replace(
+            "rule_files = [{ path = \"rules/credit_rules.csv\" }]",
+            &rule,
+        )
+    }
 }
 
 #[test]
@@ -53,11 +58,7 @@ fn drop_files_named_with_reserved_characters_are_read() {
 fn a_rule_that_cannot_be_evaluated_exits_1_naming_the_rule_and_no_value() {
     let cases = [
         ("by_zero", "month_in_arrears / 0 >= 0", "division by zero"),
-        (
-            "ic_number",
-            "CAST(account_id AS BIGINT) > 0",
-            "cast failed",
-        ),
+        ("ic_number", "CAST(account_id AS BIGINT) > 0", "cast failed"),
         (
             "ic_pattern",
             "regexp_like('x', new_ic || '(')",
@@ -84,7 +85,8 @@ fn a_rule_that_cannot_be_evaluated_exits_1_naming_the_rule_and_no_value() {
 
 #[test]
 fn a_metric_that_cannot_be_evaluated_exits_1_naming_the_metric() {
-    let metric = "[[metrics]]\nname = \"broken\"\nexpression = \"sum(month_in_arrears) / 0\"\n\n[[metrics]]";
+    let metric =
+        "[[metrics]]\nname = \"broken\"\nexpression = \"sum(month_in_arrears) / 0\"\n\n[[metrics]]";
     let (_tmp, config, _) = one_drop(|t| t.replacen("[[metrics]]", metric, 1));
     let text = output(&silverline(&run_args(&config, "BANK_C", "2026-01")).code(1));
     assert!(
@@ -130,8 +132,11 @@ fn a_nested_parquet_column_where_the_contract_expects_a_value_exits_1_naming_fil
     }
     let structs = StructArray::from(vec![(
         Arc::new(Field::new("id", DataType::Utf8, true)),
-        Arc::new(rows.iter().map(|r| Some(r.account.as_str())).collect::<StringArray>())
-            as ArrayRef,
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.account.as_str()))
+                .collect::<StringArray>(),
+        ) as ArrayRef,
     )]);
     let cases: [(ArrayRef, &str); 2] = [
         (Arc::new(lists.finish()), "list"),
@@ -243,9 +248,18 @@ fn report_out_an_existing_file_exits_2_naming_out() {
     let (tmp, config, _) = one_drop(|t| t);
     let file = tmp.path().join("report.html");
     std::fs::write(&file, "x").unwrap();
-    let args = ["report", "--config", &config, "--out", file.to_str().unwrap()];
+    let args = [
+        "report",
+        "--config",
+        &config,
+        "--out",
+        file.to_str().unwrap(),
+    ];
     let text = output(&silverline(&args).code(2));
-    assert!(text.contains("--out") && text.contains("report.html"), "{text}");
+    assert!(
+        text.contains("--out") && text.contains("report.html"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -290,4 +304,3 @@ fn control_characters_of_an_id_reach_stderr_escaped() {
         }
     }
 }
-

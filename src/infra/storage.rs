@@ -260,7 +260,11 @@ impl Location {
     /// Refuses a listed file that is a symbolic link (or lies under one)
     /// leading outside the local `folder` of this root: the root is the
     /// boundary of what a run may read.
-    fn refuse_links_out_of(&self, folder: &std::path::Path, objects: &[ListedObject]) -> Result<()> {
+    fn refuse_links_out_of(
+        &self,
+        folder: &std::path::Path,
+        objects: &[ListedObject],
+    ) -> Result<()> {
         let Ok(boundary) = std::fs::canonicalize(folder) else {
             return Ok(());
         };

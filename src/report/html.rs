@@ -674,7 +674,10 @@ mod tests {
         std::fs::write(&file, "x").expect("write");
         for out in [file.clone(), file.join("sub")] {
             let err = check_out_dir(&out).expect_err("a file");
-            assert!(matches!(&err, Error::Usage { arg, .. } if arg == "--out"), "{err}");
+            assert!(
+                matches!(&err, Error::Usage { arg, .. } if arg == "--out"),
+                "{err}"
+            );
         }
         assert!(check_out_dir(&dir.path().join("new/report")).is_ok());
     }

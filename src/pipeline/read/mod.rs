@@ -144,7 +144,10 @@ fn map_header(
         .columns
         .iter()
         .map(|c| {
-            let mut found = header.iter().enumerate().filter(|(_, h)| h.trim() == c.name);
+            let mut found = header
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.trim() == c.name);
             let position = found.next().map(|(i, _)| i);
             if found.next().is_some() {
                 repeated.push(c.name.clone());

@@ -35,8 +35,11 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
         .iter()
         .zip(&contract.columns)
         .map(|(p, column)| {
-            p.map(|p| to_text(all.column(p).as_ref()).map_err(|reason| bad(column_problem(&column.name, &reason))))
-                .transpose()
+            p.map(|p| {
+                to_text(all.column(p).as_ref())
+                    .map_err(|reason| bad(column_problem(&column.name, &reason)))
+            })
+            .transpose()
         })
         .collect::<Result<Vec<Option<StringArray>>>>()?;
     let rows = all.num_rows();
@@ -94,7 +97,9 @@ fn nested_kind(data_type: &DataType) -> Option<&'static str> {
 
 /// Why column `name` of a Parquet file is refused.
 fn column_problem(name: &str, reason: &str) -> String {
-    format!("column '{name}' {reason}; the contract expects one scalar value per row: the file is refused")
+    format!(
+        "column '{name}' {reason}; the contract expects one scalar value per row: the file is refused"
+    )
 }
 
 /// A Parquet row as text: its contract columns joined with commas.
