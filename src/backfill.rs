@@ -43,6 +43,19 @@ pub async fn list_drops(plan: &Plan, contributor: &str) -> Result<Vec<String>> {
     Ok(drops)
 }
 
+/// Checks a bound of the range (`--from`, `--to`) like a drop id: a usage
+/// error naming `arg` if it is not one.
+fn check_bound(arg: &str, drop_id: &str) -> Result<()> {
+    match DropRef::new("backfill", drop_id) {
+        Ok(_) => Ok(()),
+        Err(Error::Usage { reason, .. }) => Err(Error::Usage {
+            arg: arg.to_string(),
+            reason,
+        }),
+        Err(other) => Err(other),
+    }
+}
+
 /// Runs the drops of `contributor` from `from` to `to` (inclusive, in sorted order).
 pub async fn run_backfill(
     plan: &Plan,
@@ -51,6 +64,8 @@ pub async fn run_backfill(
     to: &str,
     options: &RunOptions,
 ) -> Result<BackfillReport> {
+    check_bound("--from", from)?;
+    check_bound("--to", to)?;
     let drops: Vec<String> = list_drops(plan, contributor)
         .await?
         .into_iter()

@@ -11,7 +11,7 @@ use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};
 use crate::report::gather::{Gather, gather};
-use crate::report::html::write_report;
+use crate::report::html::{check_out_dir, write_report};
 use crate::report::text::backlog_text;
 use crate::telemetry::LogFormat;
 
@@ -232,6 +232,9 @@ pub async fn run(cli: Cli) -> Result<u8> {
             contributor,
             json,
         } => {
+            if let Some(contributor) = &contributor {
+                crate::pipeline::claim::check_contributor(contributor)?;
+            }
             let plan = load_plan(&config)?;
             let what = Gather {
                 now: chrono::Utc::now(),
@@ -252,6 +255,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Report { config, out } => {
+            check_out_dir(&out)?;
             let plan = load_plan(&config)?;
             let what = Gather {
                 now: chrono::Utc::now(),
@@ -331,6 +335,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
 
 /// The resolved rule set of `contributor`, as text.
 pub fn describe_rules(plan: &crate::config::Plan, contributor: &str) -> Result<String> {
+    crate::pipeline::claim::check_contributor(contributor)?;
     let (contributor_type, rules) = plan.rules_for(contributor)?;
     let mut out = format!(
         "contributor {contributor}: type {contributor_type}, {} rules, fingerprint {}\n",

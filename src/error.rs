@@ -40,7 +40,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The configuration has one or more problems; all of them are listed.
-    #[error("invalid configuration {path}:\n  - {}", problems.join("\n  - "))]
+    #[error("invalid configuration {path}:\n  - {}", bullets(problems))]
     ConfigInvalid {
         /// The file.
         path: PathBuf,
@@ -48,7 +48,7 @@ pub enum Error {
         problems: Vec<String>,
     },
     /// A command-line argument is not acceptable.
-    #[error("invalid argument {arg}: {reason}")]
+    #[error("invalid argument {}: {}", printable(arg), printable(reason))]
     Usage {
         /// The argument.
         arg: String,
@@ -56,7 +56,7 @@ pub enum Error {
         reason: String,
     },
     /// The drop itself cannot be processed (missing, empty, unreadable header...).
-    #[error("bad drop {location}: {reason}")]
+    #[error("bad drop {}: {}", printable(location), printable(reason))]
     BadDrop {
         /// The drop or file at fault.
         location: String,
@@ -65,7 +65,7 @@ pub enum Error {
     },
     /// A record silverline keeps in storage (a claim marker, a ledger entry, a
     /// replay manifest) is not one it wrote: it is never used to build a path.
-    #[error("invalid {location}: {reason}")]
+    #[error("invalid {}: {}", printable(location), printable(reason))]
     BadRecord {
         /// The record and where it lives.
         location: String,
@@ -102,7 +102,7 @@ pub enum Error {
         gap: i64,
     },
     /// Object storage failed.
-    #[error("storage error during {op} at {path}: {source}")]
+    #[error("storage error during {op} at {}: {source}", printable(path))]
     Storage {
         /// The operation (get, put, list...).
         op: &'static str,
@@ -121,18 +121,28 @@ pub enum Error {
         /// The underlying error.
         source: Box<iceberg::Error>,
     },
-    /// A query the engine built failed to plan or execute. Quoted values in
-    /// the engine's message (row values, in a failed cast) are not repeated.
-    #[error("evaluation error in {stage}: {}", without_quoted_values(&source.to_string()))]
+    /// A query the engine built failed to plan or execute. Engine messages
+    /// quote row values, so only the kind of failure is shown (details are
+    /// kept for planning failures, which happen before any row is read).
+    #[error("evaluation error in {stage}: {}", engine_text(source))]
     Query {
         /// The pipeline stage.
         stage: &'static str,
         /// The underlying error.
         source: Box<datafusion::error::DataFusionError>,
     },
-    /// An Arrow kernel failed while reshaping batches. Quoted values in the
-    /// message are not repeated.
-    #[error("arrow error in {stage}: {}", without_quoted_values(&source.to_string()))]
+    /// A rule (or metric) of the configuration could not be evaluated over
+    /// the drop's rows: a data or rule problem, never a passing fault.
+    #[error("{subject} could not be evaluated: {failure}: nothing committed")]
+    Evaluation {
+        /// The rule or metric at fault, e.g. `rule 'ratio'`.
+        subject: String,
+        /// What went wrong, without the engine's text.
+        failure: EngineFailure,
+    },
+    /// An Arrow kernel failed while reshaping batches. Only the kind of
+    /// failure is shown: Arrow messages quote values.
+    #[error("arrow error in {stage}: {}", EngineFailure::of_arrow(source))]
     Arrow {
         /// The pipeline stage.
         stage: &'static str,
@@ -163,30 +173,172 @@ pub enum Error {
     Injected(&'static str),
 }
 
-/// `text` with every single-quoted part replaced by `'***'`: engine messages
-/// quote the row value that broke a cast, and a row value may be personal data
-/// that must not reach logs or summaries.
-pub fn without_quoted_values(text: &str) -> String {
+/// The kind of an engine (DataFusion, Arrow) failure, without the engine's
+/// text: that text quotes the row values that broke a cast, a division or a
+/// regular expression, and a row value may be personal data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineFailure {
+    /// An integer or decimal division by zero.
+    DivisionByZero,
+    /// A value that does not cast to the type asked for.
+    CastFailed,
+    /// A regular expression that does not compile.
+    InvalidRegex,
+    /// A result out of its type's range.
+    Overflow,
+    /// The memory budget or another engine resource ran out.
+    ResourcesExhausted,
+    /// Storage or file I/O under the engine failed.
+    Io,
+    /// The query could not be planned (before any row was read).
+    Planning,
+    /// Any other failure while executing.
+    Execution,
+}
+
+impl std::fmt::Display for EngineFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineFailure::DivisionByZero => "division by zero",
+            EngineFailure::CastFailed => "cast failed",
+            EngineFailure::InvalidRegex => "invalid regular expression",
+            EngineFailure::Overflow => "arithmetic overflow",
+            EngineFailure::ResourcesExhausted => "resources exhausted",
+            EngineFailure::Io => "storage I/O failed",
+            EngineFailure::Planning => "the query could not be planned",
+            EngineFailure::Execution => "execution failed",
+        })
+    }
+}
+
+impl EngineFailure {
+    /// The kind of a DataFusion error.
+    pub fn of_query(error: &datafusion::error::DataFusionError) -> EngineFailure {
+        use datafusion::error::DataFusionError as E;
+        let root = error.find_root();
+        if let Some(kind) = Self::from_text(&root.to_string()) {
+            return kind;
+        }
+        match root {
+            E::ArrowError(source, _) => Self::of_arrow(source),
+            E::ObjectStore(_) | E::IoError(_) | E::ParquetError(_) => EngineFailure::Io,
+            E::External(source) if is_io(source.as_ref()) => EngineFailure::Io,
+            E::ResourcesExhausted(_) => EngineFailure::ResourcesExhausted,
+            E::Plan(_)
+            | E::SQL(..)
+            | E::SchemaError(..)
+            | E::NotImplemented(_)
+            | E::Configuration(_) => EngineFailure::Planning,
+            _ => EngineFailure::Execution,
+        }
+    }
+
+    /// The kind of an Arrow error.
+    pub fn of_arrow(error: &arrow::error::ArrowError) -> EngineFailure {
+        use arrow::error::ArrowError as A;
+        match error {
+            A::DivideByZero => EngineFailure::DivisionByZero,
+            A::CastError(_) | A::ParseError(_) => EngineFailure::CastFailed,
+            A::ArithmeticOverflow(_)
+            | A::DictionaryKeyOverflowError
+            | A::RunEndIndexOverflowError
+            | A::OffsetOverflowError(_) => EngineFailure::Overflow,
+            A::MemoryError(_) => EngineFailure::ResourcesExhausted,
+            A::IoError(..) => EngineFailure::Io,
+            A::ExternalError(source) if is_io(source.as_ref()) => EngineFailure::Io,
+            other => Self::from_text(&other.to_string()).unwrap_or(EngineFailure::Execution),
+        }
+    }
+
+    /// The kind an engine message names, when it names one (engines often
+    /// wrap a kernel's failure in a plain execution error).
+    fn from_text(text: &str) -> Option<EngineFailure> {
+        let text = text.to_ascii_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+        if has(&["regular expression", "regex"]) {
+            Some(EngineFailure::InvalidRegex)
+        } else if has(&["divide by zero", "division by zero"]) {
+            Some(EngineFailure::DivisionByZero)
+        } else if has(&["overflow"]) {
+            Some(EngineFailure::Overflow)
+        } else if has(&["cast"]) {
+            Some(EngineFailure::CastFailed)
+        } else {
+            None
+        }
+    }
+
+    /// The class of a run stopped by this failure: only I/O is worth a retry.
+    pub fn class(self) -> ErrorClass {
+        match self {
+            EngineFailure::Io => ErrorClass::Infra,
+            EngineFailure::DivisionByZero
+            | EngineFailure::CastFailed
+            | EngineFailure::InvalidRegex
+            | EngineFailure::Overflow
+            | EngineFailure::ResourcesExhausted
+            | EngineFailure::Planning
+            | EngineFailure::Execution => ErrorClass::Data,
+        }
+    }
+}
+
+/// Whether `error` (or what caused it) is an I/O or object store failure.
+fn is_io(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut link = Some(error);
+    while let Some(e) = link {
+        if e.is::<std::io::Error>() || e.is::<object_store::Error>() {
+            return true;
+        }
+        link = e.source();
+    }
+    false
+}
+
+/// What a query error shows: its kind, and the engine's text only for a
+/// planning failure (it names columns and types of the configuration, never a
+/// row value).
+fn engine_text(source: &datafusion::error::DataFusionError) -> String {
+    match EngineFailure::of_query(source) {
+        EngineFailure::Planning => format!("{}: {}", EngineFailure::Planning, source.find_root()),
+        kind => kind.to_string(),
+    }
+}
+
+/// `text` safe to echo into a log line or an error message: control
+/// characters (escape sequences, newlines) are shown escaped, like `\u{1b}`
+/// and `\n`, so that a user-supplied id cannot forge or repaint log lines.
+pub fn printable(text: &str) -> String {
+    escape_controls(text, |_| false)
+}
+
+/// [`printable`], keeping line ends: for a multi-line message shown to a
+/// person (each line still cannot carry an escape sequence).
+pub fn printable_lines(text: &str) -> String {
+    escape_controls(text, |c| c == '\n')
+}
+
+/// One problem a line, each [`printable`].
+fn bullets(problems: &[String]) -> String {
+    let lines: Vec<String> = problems.iter().map(|p| printable(p)).collect();
+    lines.join("\n  - ")
+}
+
+fn escape_controls(text: &str, keep: fn(char) -> bool) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut parts = text.split('\'');
-    if let Some(first) = parts.next() {
-        out.push_str(first);
-    }
-    let mut inside = false;
-    for part in parts {
-        inside = !inside;
-        out.push('\'');
-        out.push_str(if inside { "***" } else { part });
-    }
-    if inside {
-        // An unbalanced quote: what followed it was masked; close it.
-        out.push('\'');
+    for c in text.chars() {
+        if c.is_control() && !keep(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
     }
     out
 }
 
 impl Error {
-    /// The class of this error, which decides the exit code.
+    /// The class of this error, which decides the exit code: 3 only where a
+    /// rerun may succeed without anyone changing anything.
     pub fn class(&self) -> ErrorClass {
         match self {
             Error::ConfigRead { .. } | Error::ConfigInvalid { .. } | Error::Usage { .. } => {
@@ -195,15 +347,16 @@ impl Error {
             Error::BadDrop { .. }
             | Error::BadRecord { .. }
             | Error::FailRule { .. }
-            | Error::Unbalanced { .. } => ErrorClass::Data,
+            | Error::Unbalanced { .. }
+            | Error::Evaluation { .. }
+            | Error::Encode { .. }
+            | Error::Internal(_) => ErrorClass::Data,
             Error::Storage { source, .. } if is_refused(source) => ErrorClass::Config,
+            Error::Query { source, .. } => EngineFailure::of_query(source).class(),
+            Error::Arrow { source, .. } => EngineFailure::of_arrow(source).class(),
             Error::Storage { .. }
             | Error::Catalog { .. }
-            | Error::Query { .. }
-            | Error::Arrow { .. }
             | Error::Io { .. }
-            | Error::Encode { .. }
-            | Error::Internal(_)
             | Error::Injected(_) => ErrorClass::Infra,
         }
     }
@@ -268,23 +421,212 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
 
-    #[test]
-    fn quoted_values_are_not_repeated() {
-        assert_eq!(
-            without_quoted_values("Cannot cast string '900101145678' to value of Int32 type"),
-            "Cannot cast string '***' to value of Int32 type"
-        );
-        assert_eq!(without_quoted_values("a 'b' c 'd"), "a '***' c '***'");
-        assert_eq!(without_quoted_values("no quotes"), "no quotes");
+    use arrow::error::ArrowError;
+    use datafusion::error::DataFusionError;
+
+    fn io_error() -> std::io::Error {
+        std::io::Error::other("disk gone")
+    }
+
+    /// One error of every variant (several where the source decides the
+    /// class), each with the class the exit-code table promises for it. The
+    /// match has no wildcard: a new variant does not compile until it is
+    /// added here with its class.
+    fn one_of_each() -> Vec<(Error, ErrorClass)> {
+        let engine = |e: DataFusionError| Error::query("evaluate")(e);
+        let samples = vec![
+            Error::ConfigRead {
+                path: "c.toml".into(),
+                source: io_error(),
+            },
+            Error::ConfigInvalid {
+                path: "c.toml".into(),
+                problems: vec!["x".into()],
+            },
+            Error::Usage {
+                arg: "--out".into(),
+                reason: "a file".into(),
+            },
+            Error::BadDrop {
+                location: "a.csv".into(),
+                reason: "bad".into(),
+            },
+            Error::BadRecord {
+                location: "claim marker m.json".into(),
+                reason: "not ours".into(),
+            },
+            Error::FailRule {
+                rule: "r".into(),
+                rows: 1,
+            },
+            Error::Unbalanced {
+                received: 2,
+                accounted: 1,
+                silver: 1,
+                quarantined: 0,
+                dropped: 0,
+                pending: 0,
+                gap: 1,
+            },
+            Error::storage("get", "x")(object_store::Error::NotFound {
+                path: "x".into(),
+                source: Box::new(io_error()),
+            }),
+            Error::storage("get", "x")(object_store::Error::PermissionDenied {
+                path: "x".into(),
+                source: Box::new(io_error()),
+            }),
+            Error::catalog("load", "t")(iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                "catalog down",
+            )),
+            engine(DataFusionError::ArrowError(
+                Box::new(ArrowError::DivideByZero),
+                None,
+            )),
+            engine(DataFusionError::Execution(
+                "Cannot cast string 'A1234567' to value of Int32 type".into(),
+            )),
+            engine(DataFusionError::Execution(
+                "Regular expression did not compile: Syntax(A1234567()".into(),
+            )),
+            engine(DataFusionError::Plan("unknown column".into())),
+            engine(DataFusionError::ResourcesExhausted("memory".into())),
+            engine(DataFusionError::IoError(io_error())),
+            engine(DataFusionError::ObjectStore(Box::new(
+                object_store::Error::Generic {
+                    store: "s3",
+                    source: Box::new(io_error()),
+                },
+            ))),
+            engine(DataFusionError::External(Box::new(io_error()))),
+            Error::Evaluation {
+                subject: "rule 'r'".into(),
+                failure: EngineFailure::DivisionByZero,
+            },
+            Error::arrow("read")(ArrowError::CastError("'A1234567'".into())),
+            Error::arrow("read")(ArrowError::IoError("read".into(), io_error())),
+            Error::Io {
+                path: "out".into(),
+                source: io_error(),
+            },
+            Error::Encode {
+                what: "summary",
+                source: serde_json::from_str::<u8>("x").unwrap_err(),
+            },
+            Error::Internal("bug".into()),
+            Error::Injected("commit"),
+        ];
+        samples
+            .into_iter()
+            .map(|error| {
+                let expected = match &error {
+                    Error::ConfigRead { .. }
+                    | Error::ConfigInvalid { .. }
+                    | Error::Usage { .. } => ErrorClass::Config,
+                    Error::BadDrop { .. }
+                    | Error::BadRecord { .. }
+                    | Error::FailRule { .. }
+                    | Error::Unbalanced { .. }
+                    | Error::Evaluation { .. }
+                    | Error::Encode { .. }
+                    | Error::Internal(_) => ErrorClass::Data,
+                    Error::Storage { source, .. } => match **source {
+                        object_store::Error::PermissionDenied { .. } => ErrorClass::Config,
+                        _ => ErrorClass::Infra,
+                    },
+                    Error::Query { source, .. } => match &**source {
+                        DataFusionError::IoError(_)
+                        | DataFusionError::ObjectStore(_)
+                        | DataFusionError::External(_) => ErrorClass::Infra,
+                        _ => ErrorClass::Data,
+                    },
+                    Error::Arrow { source, .. } => match source {
+                        ArrowError::IoError(..) => ErrorClass::Infra,
+                        _ => ErrorClass::Data,
+                    },
+                    Error::Catalog { .. } | Error::Io { .. } | Error::Injected(_) => {
+                        ErrorClass::Infra
+                    }
+                };
+                (error, expected)
+            })
+            .collect()
     }
 
     #[test]
-    fn query_errors_do_not_show_row_values() {
-        let source = datafusion::error::DataFusionError::Execution(
-            "Cannot cast string 'A1234567' to value of Int32 type".to_string(),
-        );
-        let message = Error::query("evaluate")(source).to_string();
-        assert!(!message.contains("A1234567"), "{message}");
-        assert!(message.contains("evaluate"), "{message}");
+    fn every_variant_has_the_class_the_exit_code_table_promises() {
+        for (error, expected) in one_of_each() {
+            assert_eq!(error.class(), expected, "{error:?}");
+            assert_eq!(
+                error.is_retryable(),
+                expected == ErrorClass::Infra,
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_of_user_rules_are_never_retryable() {
+        let failing = [
+            DataFusionError::ArrowError(Box::new(ArrowError::DivideByZero), None),
+            DataFusionError::Execution("Cannot cast string 'x' to Int32".into()),
+            DataFusionError::ArrowError(
+                Box::new(ArrowError::ComputeError(
+                    "Regular expression did not compile: x".into(),
+                )),
+                None,
+            ),
+            DataFusionError::Context(
+                "while evaluating".into(),
+                Box::new(DataFusionError::ArrowError(
+                    Box::new(ArrowError::DivideByZero),
+                    None,
+                )),
+            ),
+        ];
+        for source in failing {
+            let error = Error::query("evaluate")(source);
+            assert_eq!(error.class(), ErrorClass::Data, "{error}");
+        }
+    }
+
+    #[test]
+    fn engine_errors_show_their_kind_and_no_value() {
+        for (source, kind) in [
+            (
+                DataFusionError::Execution(
+                    "Cannot cast string 'A1234567' to value of Int32 type".into(),
+                ),
+                "cast failed",
+            ),
+            (
+                DataFusionError::Execution(
+                    "Regular expression did not compile: Syntax(\nA1234567(\n)".into(),
+                ),
+                "invalid regular expression",
+            ),
+            (
+                DataFusionError::ArrowError(Box::new(ArrowError::DivideByZero), None),
+                "division by zero",
+            ),
+        ] {
+            let message = Error::query("evaluate")(source).to_string();
+            assert!(!message.contains("A1234567"), "{message}");
+            assert!(
+                message.contains("evaluate") && message.contains(kind),
+                "{message}"
+            );
+        }
+        let arrow = Error::arrow("read")(ArrowError::CastError("cannot cast 'A1234567'".into()));
+        assert!(!arrow.to_string().contains("A1234567"), "{arrow}");
+    }
+
+    #[test]
+    fn printable_escapes_control_characters() {
+        assert_eq!(printable("A\u{1b}[31mB"), "A\\u{1b}[31mB");
+        assert_eq!(printable("a\nb\r"), "a\\nb\\r");
+        assert_eq!(printable("BANK_Ä-1"), "BANK_Ä-1");
+        assert_eq!(printable_lines("a\n\u{1b}b"), "a\n\\u{1b}b");
     }
 }

@@ -19,7 +19,10 @@ fn main() {
         Ok(code) => i32::from(code),
         Err(error) => {
             tracing::error!(error = %error, "run failed");
-            eprintln!("error: {error}");
+            eprintln!(
+                "error: {}",
+                silverline::error::printable_lines(&error.to_string())
+            );
             i32::from(error.class().exit_code())
         }
     };

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::config::contract::{Column, ColumnType, Contract};
-use crate::config::raw::{CatalogConfig, ContributorsConfig, SilverlineConfig};
+use crate::config::raw::{AggregatesConfig, CatalogConfig, ContributorsConfig, SilverlineConfig};
 use datafusion::logical_expr::utils::find_aggregate_exprs;
 
 use crate::config::rules::{
@@ -231,6 +231,7 @@ impl Plan {
         let table = check_table(&raw, &contract, &mut problems);
         let contributors = check_contributors(&raw.contributors, &mut problems);
         let references = check_references(&raw, &contract, base, &mut problems);
+        check_aggregates(&raw.aggregates, &mut problems);
         let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
         let (metrics, rules) = match row_checker {
@@ -308,8 +309,9 @@ impl Plan {
         let contributor_type = self.contributors.type_of(contributor).ok_or_else(|| crate::error::Error::Usage {
             arg: "--contributor".to_string(),
             reason: format!(
-                "contributor '{contributor}' has no type: list it under contributors.assign or a contributors.types prefix, \
+                "contributor '{}' has no type: list it under contributors.assign or a contributors.types prefix, \
                  or set contributors.default_type in {}",
+                crate::error::printable(contributor),
                 self.source.display()
             ),
         })?;
@@ -648,6 +650,15 @@ fn check_escalation(
         Some(severity) => severity,
     };
     to.map(|to| Escalation { above, to })
+}
+
+fn check_aggregates(raw: &AggregatesConfig, problems: &mut Vec<String>) {
+    if raw.average_periods == 0 {
+        problems.push(
+            "aggregates.average_periods: must be at least 1 (avg_<metric> averages that many previous periods)"
+                .to_string(),
+        );
+    }
 }
 
 fn check_metrics(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
-use object_store::path::Path;
+use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
 use url::Url;
 
@@ -60,6 +60,9 @@ impl Stores {
             root,
             url: url.trim_end_matches('/').to_string(),
             setting: setting.to_string(),
+            local_root: (parsed.scheme() == "file")
+                .then(|| parsed.to_file_path().ok())
+                .flatten(),
         })
     }
 
@@ -131,6 +134,8 @@ pub struct Location {
     root: Path,
     url: String,
     setting: String,
+    /// The folder, when the root is on the local filesystem.
+    local_root: Option<std::path::PathBuf>,
 }
 
 /// An object found under a prefix.
@@ -158,12 +163,16 @@ impl Location {
         format!("{} ({})", self.url_of(relative), self.setting)
     }
 
+    /// The object key of `relative`, segment by segment as it is: stores list
+    /// keys raw, and `#`, `%`, `?`, spaces or non-ASCII letters are valid in a
+    /// key, so a listed name must not be percent-encoded on its way back. Only
+    /// a segment no key may hold (`.`, `..`, control characters) is encoded.
     fn path(&self, relative: &str) -> Path {
-        let mut path = self.root.clone();
-        for part in relative.split('/').filter(|p| !p.is_empty()) {
-            path = path.join(part);
-        }
-        path
+        let parts = relative
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .map(|p| PathPart::parse(p).unwrap_or_else(|_| PathPart::from(p)));
+        self.root.parts().chain(parts).collect()
     }
 
     /// Writes `bytes` to `relative`, replacing what is there.
@@ -242,6 +251,37 @@ impl Location {
             })
             .collect();
         objects.sort_by(|a, b| a.relative.cmp(&b.relative));
+        if let Some(folder) = &self.local_root {
+            self.refuse_links_out_of(folder, &objects)?;
+        }
         Ok(objects)
+    }
+
+    /// Refuses a listed file that is a symbolic link (or lies under one)
+    /// leading outside the local `folder` of this root: the root is the
+    /// boundary of what a run may read.
+    fn refuse_links_out_of(
+        &self,
+        folder: &std::path::Path,
+        objects: &[ListedObject],
+    ) -> Result<()> {
+        let Ok(boundary) = std::fs::canonicalize(folder) else {
+            return Ok(());
+        };
+        for object in objects {
+            match std::fs::canonicalize(folder.join(&object.relative)) {
+                Ok(target) if !target.starts_with(&boundary) => {
+                    return Err(Error::BadDrop {
+                        location: self.url_of(&object.relative),
+                        reason: format!(
+                            "a symbolic link to a file outside {} ({}): refused",
+                            self.url, self.setting
+                        ),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }

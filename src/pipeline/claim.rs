@@ -40,6 +40,11 @@ impl DropRef {
     }
 }
 
+/// Checks a `--contributor` argument like [`DropRef::new`] does.
+pub fn check_contributor(contributor: &str) -> Result<()> {
+    check_id("--contributor", contributor)
+}
+
 fn check_id(arg: &str, value: &str) -> Result<()> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     let ok =
@@ -51,7 +56,7 @@ fn check_id(arg: &str, value: &str) -> Result<()> {
         arg: arg.to_string(),
         reason: format!(
             "'{}' must be 1 to 64 characters of A-Z a-z 0-9 _ - . and not start with a dot",
-            value.escape_debug()
+            crate::error::printable(value)
         ),
     })
 }

@@ -176,9 +176,13 @@ pub async fn append_for_run(
                 return snapshot_with_run_key(&committed, append.run_key)
                     .map(Committed::Snapshot)
                     .ok_or_else(|| {
-                        Error::Internal(format!(
-                            "commit to {target} left no snapshot with run key {}",
-                            append.run_key
+                        // The commit's answer does not show it: a rerun finds out.
+                        Error::catalog("commit", &target)(iceberg::Error::new(
+                            ErrorKind::Unexpected,
+                            format!(
+                                "the table returned by the commit has no snapshot with run key {}",
+                                append.run_key
+                            ),
                         ))
                     });
             }

@@ -51,9 +51,7 @@ impl RunPlace {
             location: source.to_string(),
             reason: format!(
                 "it names run id '{}' and run date '{}', but run key {} has run id {expected} and a run date is YYYY-MM-DD",
-                self.run_id.escape_debug(),
-                self.run_date.escape_debug(),
-                run_key.escape_debug()
+                self.run_id, self.run_date, run_key
             ),
         })
     }

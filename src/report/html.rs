@@ -117,6 +117,23 @@ pub fn write_report(data: &ReportData, out_dir: &Path) -> crate::Result<PathBuf>
     Ok(path)
 }
 
+/// Checks, before anything is read, that `out_dir` is a folder or can become
+/// one: the first part of it that exists must be a folder (usage error, naming
+/// `--out`, otherwise).
+pub fn check_out_dir(out_dir: &Path) -> crate::Result<()> {
+    let existing = out_dir.ancestors().find(|a| a.exists());
+    match existing {
+        Some(found) if !found.is_dir() => Err(Error::Usage {
+            arg: "--out".to_string(),
+            reason: format!(
+                "{} is a file, not a folder: give a folder for the report (index.html is written in it)",
+                crate::error::printable(&found.display().to_string())
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// `text` safe to put in HTML text or in a quoted attribute value.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -648,6 +665,21 @@ mod tests {
         assert_eq!(path, out.join("index.html"));
         let text = std::fs::read_to_string(&path).expect("readable");
         assert!(text.contains("data-section=\"All contributors\""));
+    }
+
+    #[test]
+    fn an_out_dir_that_is_or_lies_under_a_file_is_a_usage_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").expect("write");
+        for out in [file.clone(), file.join("sub")] {
+            let err = check_out_dir(&out).expect_err("a file");
+            assert!(
+                matches!(&err, Error::Usage { arg, .. } if arg == "--out"),
+                "{err}"
+            );
+        }
+        assert!(check_out_dir(&dir.path().join("new/report")).is_ok());
     }
 
     #[test]

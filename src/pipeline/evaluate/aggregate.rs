@@ -22,7 +22,7 @@ use crate::config::plan::Metric;
 use crate::config::rules::Rule;
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::{Baselined, quote, register_frame, register_table};
-use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label};
+use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label, rule_failure};
 use crate::transient::{PERIOD, prev_column};
 
 /// One period's metrics and rule outcomes, for the summary.
@@ -87,13 +87,12 @@ pub async fn evaluate_aggregates(
         committed.batches,
     )?;
     let sql = periods_sql(metrics, rules, average_periods);
-    let batches = ctx
-        .sql(&sql)
-        .await
-        .map_err(Error::query("aggregate"))?
-        .collect()
-        .await
-        .map_err(Error::query("aggregate"))?;
+    let batches = match collect_sql(ctx, &sql).await {
+        Ok(batches) => batches,
+        Err(source) => {
+            return Err(blame_aggregate(ctx, (metrics, rules), average_periods, source).await);
+        }
+    };
     for table in ["aggregate_rows", "committed_periods"] {
         ctx.deregister_table(table)
             .map_err(Error::query("aggregate"))?;
@@ -104,6 +103,38 @@ pub async fn evaluate_aggregates(
     }
     outcomes.reports.sort_by(|a, b| a.period.cmp(&b.period));
     Ok(outcomes)
+}
+
+async fn collect_sql(
+    ctx: &datafusion::prelude::SessionContext,
+    sql: &str,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    ctx.sql(sql).await?.collect().await
+}
+
+/// The metrics and aggregate rules measured together failed: measures each
+/// metric alone over the drop's rows, then each rule alone, to name the one
+/// at fault; the engine's error if none fails alone.
+async fn blame_aggregate(
+    ctx: &datafusion::prelude::SessionContext,
+    (metrics, rules): (&[Metric], &[&Rule]),
+    average_periods: u32,
+    together: datafusion::error::DataFusionError,
+) -> Error {
+    let metric_alone = metrics.iter().map(|m| {
+        let sql = metrics_by_period_sql(std::slice::from_ref(m), "aggregate_rows");
+        (format!("metric '{}'", m.name), sql)
+    });
+    let rule_alone = rules.iter().map(|r| {
+        let sql = periods_sql(metrics, std::slice::from_ref(r), average_periods);
+        (format!("rule '{}'", r.name), sql)
+    });
+    for (subject, sql) in metric_alone.chain(rule_alone) {
+        if let Err(source) = collect_sql(ctx, &sql).await {
+            return rule_failure(&subject, source);
+        }
+    }
+    Error::query("aggregate")(together)
 }
 
 /// The columns the metrics read, quoted, each followed by a comma.
@@ -182,7 +213,7 @@ fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> Str
             )
         })
         .collect();
-    let metric_names: Vec<String> = metrics
+    let selected: Vec<String> = metrics
         .iter()
         .flat_map(|m| {
             [
@@ -191,18 +222,18 @@ fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> Str
                 quote(&format!("avg_{}", m.name)),
             ]
         })
+        .chain(outcomes)
         .collect();
     format!(
         "WITH drop_periods AS ({drop_periods}), \
          periods AS (SELECT *, TRUE AS in_batch FROM drop_periods \
            UNION ALL SELECT *, FALSE AS in_batch FROM committed_periods), \
          compared AS (SELECT *, {windows}, LAG(p) OVER (ORDER BY p) IS NOT NULL AS has_previous FROM periods) \
-         SELECT p AS {period_name}, {metric_names}, {outcomes} FROM compared WHERE in_batch",
+         SELECT p AS {period_name}, {selected} FROM compared WHERE in_batch",
         drop_periods = metrics_by_period_sql(metrics, "aggregate_rows"),
         windows = windows.join(", "),
         period_name = quote(PERIOD),
-        metric_names = metric_names.join(", "),
-        outcomes = outcomes.join(", "),
+        selected = selected.join(", "),
     )
 }
 

@@ -195,13 +195,48 @@ async fn row_outcomes(
         }
     }
     let expr_refs: Vec<&str> = exprs.iter().map(String::as_str).collect();
-    let batches = frame
-        .select_exprs(&expr_refs)
-        .map_err(Error::query("evaluate"))?
-        .collect()
-        .await
-        .map_err(Error::query("evaluate"))?;
+    let batches = match collect_exprs(frame.clone(), &expr_refs).await {
+        Ok(batches) => batches,
+        Err(source) => return Err(blame_row_rule(&frame, rules, source).await),
+    };
     Ok((batches, kept.len(), sources))
+}
+
+async fn collect_exprs(
+    frame: datafusion::dataframe::DataFrame,
+    exprs: &[&str],
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    frame.select_exprs(exprs)?.collect().await
+}
+
+/// The rules evaluated together failed: evaluates each row or reference
+/// rule alone to name the one at fault; the engine's error if none fails alone.
+async fn blame_row_rule(
+    frame: &datafusion::dataframe::DataFrame,
+    rules: &[&Rule],
+    together: datafusion::error::DataFusionError,
+) -> Error {
+    let checked = rules.iter().filter(|r| r.scope != Scope::Aggregate);
+    for rule in checked {
+        let alone = format!("{} AS outcome", outcome_sql(rule));
+        if let Err(source) = collect_exprs(frame.clone(), &[alone.as_str()]).await {
+            return rule_failure(&format!("rule '{}'", rule.name), source);
+        }
+    }
+    Error::query("evaluate")(together)
+}
+
+/// `subject` (a rule or metric) could not be evaluated over the rows: an
+/// I/O failure stays a (retryable) query error, anything else names it.
+pub(crate) fn rule_failure(subject: &str, source: datafusion::error::DataFusionError) -> Error {
+    let failure = crate::error::EngineFailure::of_query(&source);
+    if failure == crate::error::EngineFailure::Io {
+        return Error::query("evaluate")(source);
+    }
+    Error::Evaluation {
+        subject: subject.to_string(),
+        failure,
+    }
 }
 
 /// The outcome expression of one row or reference rule.

@@ -47,8 +47,8 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
         0
     };
     let bytes = file.bytes.slice(skipped..);
-    let (header, body_start) = read_header(&bytes, &file.name)?;
-    let positions = map_header(contract, &file.name, &header)?;
+    let (header, body_start, header_line) = read_header(&bytes, &file.name)?;
+    let positions = map_header(contract, &format!("{}:{header_line}", file.name), &header)?;
     let file_layout = Layout {
         contract,
         file: &file.name,
@@ -256,8 +256,9 @@ fn trusted_pieces(pieces: Vec<Piece<'_>>) -> Vec<Piece<'_>> {
     chain
 }
 
-/// The header's field names and the byte where the first record starts.
-fn read_header(bytes: &[u8], file: &str) -> Result<(Vec<String>, usize)> {
+/// The header's field names, the byte where the first record starts and
+/// the header's line.
+fn read_header(bytes: &[u8], file: &str) -> Result<(Vec<String>, usize, u64)> {
     let bad = |reason: String| Error::BadDrop {
         location: file.to_string(),
         reason,
@@ -282,7 +283,8 @@ fn read_header(bytes: &[u8], file: &str) -> Result<(Vec<String>, usize)> {
         })
         .collect::<Result<_>>()?;
     let body_start = usize::try_from(reader.position().byte()).unwrap_or(bytes.len());
-    Ok((header, body_start.min(bytes.len())))
+    let line = record.position().map_or(1, csv::Position::line);
+    Ok((header, body_start.min(bytes.len()), line))
 }
 
 /// Physical line numbers from byte offsets (the csv crate's own count drifts

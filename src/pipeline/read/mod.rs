@@ -130,30 +130,53 @@ fn read_typed_table(contract: &Contract, file: &DropFile) -> Result<TypedTable> 
     }
 }
 
-/// Checks that the file's columns cover the contract; returns, per contract
-/// column, its index in the file (`None` for an absent nullable column).
-fn map_header(contract: &Contract, file: &str, header: &[String]) -> Result<Vec<Option<usize>>> {
+/// Checks that the file's columns cover the contract, each named once;
+/// returns, per contract column, its index in the file (`None` for an absent
+/// nullable column). `location` is the file (and line) of the header.
+fn map_header(
+    contract: &Contract,
+    location: &str,
+    header: &[String],
+) -> Result<Vec<Option<usize>>> {
     let mut missing = Vec::new();
+    let mut repeated = Vec::new();
     let positions = contract
         .columns
         .iter()
         .map(|c| {
-            let position = header.iter().position(|h| h.trim() == c.name);
+            let mut found = header
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.trim() == c.name);
+            let position = found.next().map(|(i, _)| i);
+            if found.next().is_some() {
+                repeated.push(c.name.clone());
+            }
             if position.is_none() && !c.nullable {
                 missing.push(c.name.clone());
             }
             position
         })
         .collect();
-    if missing.is_empty() {
+    let mut problems = Vec::new();
+    if !missing.is_empty() {
+        problems.push(format!(
+            "required column(s) missing from the header: {}",
+            missing.join(", ")
+        ));
+    }
+    if !repeated.is_empty() {
+        problems.push(format!(
+            "column(s) named more than once in the header (which copy holds the value is unknown): {}",
+            repeated.join(", ")
+        ));
+    }
+    if problems.is_empty() {
         return Ok(positions);
     }
     Err(Error::BadDrop {
-        location: file.to_string(),
-        reason: format!(
-            "required column(s) missing from the header: {}",
-            missing.join(", ")
-        ),
+        location: location.to_string(),
+        reason: problems.join("; "),
     })
 }
 
@@ -257,6 +280,27 @@ mod tests {
             ]
         );
         assert_eq!(batch.rejects[0].raw, "B,2026-02-30,2");
+    }
+
+    #[test]
+    fn a_column_named_twice_is_a_bad_drop_naming_file_line_and_column() {
+        let csv = "id,day,amount,day\nA,2026-01-31,1,2026-02-28\n";
+        let err = read_drop(&contract(), &[file("x.csv", csv.as_bytes())]).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::BadDrop { .. }), "{text}");
+        assert!(
+            text.contains("x.csv:1") && text.contains("more than once") && text.contains("day"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_year_zero_date_is_a_parse_reject() {
+        let csv = "id,day,amount\nA,0000-01-01,1\nB,0001-01-01,1\nC,9999-12-31,1\n";
+        let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
+        assert_eq!((batch.received, batch.rows.num_rows()), (3, 2));
+        assert_eq!(batch.rejects[0].line, 2);
+        assert!(batch.rejects[0].reason.contains("column 'day'"));
     }
 
     #[test]

@@ -33,10 +33,13 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     let positions = map_header(contract, &file.name, &header)?;
     let columns = positions
         .iter()
-        .map(|p| {
-            p.map(|p| to_text(all.column(p).as_ref()))
-                .transpose()
-                .map_err(Error::arrow("read"))
+        .zip(&contract.columns)
+        .map(|(p, column)| {
+            p.map(|p| {
+                to_text(all.column(p).as_ref())
+                    .map_err(|reason| bad(column_problem(&column.name, &reason)))
+            })
+            .transpose()
         })
         .collect::<Result<Vec<Option<StringArray>>>>()?;
     let rows = all.num_rows();
@@ -59,14 +62,44 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     })
 }
 
-fn to_text(array: &dyn Array) -> std::result::Result<StringArray, arrow::error::ArrowError> {
-    let text = cast(array, &DataType::Utf8)?;
+/// A column's values as text; why not, for a column holding nested values
+/// (a list, struct or map is never flattened into a scalar column: its text
+/// would be committed as if it were one value) or a type with no text form.
+fn to_text(array: &dyn Array) -> std::result::Result<StringArray, String> {
+    let data_type = array.data_type();
+    if let Some(kind) = nested_kind(data_type) {
+        return Err(format!("holds {kind} values"));
+    }
+    let unreadable = || format!("holds {data_type} values, which do not read as text");
+    let text = cast(array, &DataType::Utf8).map_err(|_| unreadable())?;
     text.as_any()
         .downcast_ref::<StringArray>()
         .cloned()
-        .ok_or_else(|| {
-            arrow::error::ArrowError::CastError("cast to Utf8 gave another type".to_string())
-        })
+        .ok_or_else(unreadable)
+}
+
+/// `list`, `struct`, `map` or `union` for a nested type.
+fn nested_kind(data_type: &DataType) -> Option<&'static str> {
+    match data_type {
+        DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::FixedSizeList(..)
+        | DataType::ListView(_)
+        | DataType::LargeListView(_) => Some("list"),
+        DataType::Struct(_) => Some("struct"),
+        DataType::Map(..) => Some("map"),
+        DataType::Union(..) => Some("union"),
+        DataType::Dictionary(_, values) => nested_kind(values),
+        DataType::RunEndEncoded(_, values) => nested_kind(values.data_type()),
+        _ => None,
+    }
+}
+
+/// Why column `name` of a Parquet file is refused.
+fn column_problem(name: &str, reason: &str) -> String {
+    format!(
+        "column '{name}' {reason}; the contract expects one scalar value per row: the file is refused"
+    )
 }
 
 /// A Parquet row as text: its contract columns joined with commas.
@@ -118,5 +151,57 @@ mod tests {
         assert_eq!(read.rejects.len(), 1);
         assert_eq!(read.rejects[0].line, 2);
         assert_eq!(read.rejects[0].raw, "B,not a date,6,");
+    }
+
+    fn parquet_with(extra: Field, values: arrow::array::ArrayRef) -> Vec<u8> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("day", DataType::Utf8, true),
+            Field::new("amount", DataType::Int64, true),
+            extra,
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec!["A"])),
+                Arc::new(StringArray::from(vec!["2026-01-31"])),
+                Arc::new(Int64Array::from(vec![5])),
+                values,
+            ],
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        bytes
+    }
+
+    #[test]
+    fn a_nested_column_where_the_contract_expects_a_value_is_refused() {
+        use arrow::array::{ListBuilder, StringBuilder, StructArray};
+        let mut list = ListBuilder::new(StringBuilder::new());
+        list.values().append_value("ACC-1");
+        list.append(true);
+        let list = Arc::new(list.finish());
+        let inner = Arc::new(Field::new("x", DataType::Utf8, true));
+        let structure = Arc::new(StructArray::from(vec![(
+            inner,
+            Arc::new(StringArray::from(vec!["v"])) as arrow::array::ArrayRef,
+        )]));
+        for (values, kind) in [
+            (list as arrow::array::ArrayRef, "list"),
+            (structure as arrow::array::ArrayRef, "struct"),
+        ] {
+            let field = Field::new("note", values.data_type().clone(), true);
+            let bytes = parquet_with(field, values);
+            let err = read_drop(&contract(), &[file("n.parquet", &bytes)]).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, crate::error::Error::BadDrop { .. }), "{text}");
+            assert!(
+                text.contains("n.parquet") && text.contains("'note'") && text.contains(kind),
+                "{text}"
+            );
+        }
     }
 }

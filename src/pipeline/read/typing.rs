@@ -251,7 +251,8 @@ pub(super) fn unreadable_reason(column: &Column, value: &str) -> String {
     }
 }
 
-/// `YYYY-MM-DD`, a real calendar day, as days since 1970-01-01.
+/// `YYYY-MM-DD`, a real calendar day from 0001-01-01 to 9999-12-31 (the
+/// range every Iceberg and Parquet reader takes), as days since 1970-01-01.
 fn parse_date(text: &str) -> Option<i32> {
     let bytes = text.as_bytes();
     let canonical = bytes.len() == 10
@@ -267,7 +268,7 @@ fn parse_date(text: &str) -> Option<i32> {
             .iter()
             .fold(0u32, |n, b| n * 10 + u32::from(b - b'0'))
     };
-    let year = i32::try_from(number(0..4)).ok()?;
+    let year = i32::try_from(number(0..4)).ok().filter(|y| *y >= 1)?;
     let date = NaiveDate::from_ymd_opt(year, number(5..7), number(8..10))?;
     Some(chrono::Datelike::num_days_from_ce(&date) - UNIX_EPOCH_FROM_CE)
 }
@@ -330,11 +331,15 @@ mod tests {
     fn dates_must_be_canonical_calendar_days() {
         assert_eq!(parse_date("1970-01-02"), Some(1));
         assert_eq!(parse_date("2024-02-29"), Some(19_782));
+        assert_eq!(parse_date("0001-01-01"), Some(1 - UNIX_EPOCH_FROM_CE));
+        assert!(parse_date("9999-12-31").is_some());
         for bad in [
             "2026-02-30",
             "2026-03-3x",
             "2026-3-31",
             "20260331",
+            "0000-01-01",
+            "0000-12-31",
             "",
             " 2026-03-31",
         ] {

@@ -1,0 +1,111 @@
+//! What the binary tests share: a temp project folder with the shipped
+//! config, drops put into its bronze, and the binary run on it.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use chrono::NaiveDate;
+use silverline::demo::generate::{Statement, holders_csv, to_csv};
+
+/// A folder with `config/credit_statements.toml` and `config/rules/` (the shipped
+/// config, each file passed through `edit`) and `data/`.
+pub fn project(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config/credit_statements.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let text = std::fs::read_to_string("config/credit_statements.toml").unwrap();
+    std::fs::write(&config, edit(text)).unwrap();
+    let rules = tmp.path().join("config/rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    for entry in std::fs::read_dir("config/rules").unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(rules.join(path.file_name().unwrap()), edit(text)).unwrap();
+    }
+    (tmp, config)
+}
+
+pub fn put_drop(root: &Path, contributor: &str, drop_id: &str, rows: &[Statement]) {
+    let dir = root.join("data/bronze").join(contributor).join(drop_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("statements.csv"), to_csv(rows)).unwrap();
+    let holders = root.join("data/reference/holders");
+    std::fs::create_dir_all(&holders).unwrap();
+    let csv = holders_csv(rows.iter().map(|r| r.holder.as_str()));
+    std::fs::write(holders.join(format!("{contributor}-{drop_id}.csv")), csv).unwrap();
+}
+
+pub fn silverline<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> assert_cmd::assert::Assert {
+    Command::cargo_bin("silverline")
+        .unwrap()
+        .args(["--log-format", "text"])
+        .args(args)
+        .assert()
+}
+
+/// Every file below `dir`.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flat_map(|e| {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+/// The arguments of `silverline run` for one drop.
+pub fn run_args(config: &str, contributor: &str, drop_id: &str) -> [String; 7] {
+    [
+        "run",
+        "--config",
+        config,
+        "--contributor",
+        contributor,
+        "--drop",
+        drop_id,
+    ]
+    .map(str::to_string)
+}
+
+pub fn output(assert: &assert_cmd::assert::Assert) -> String {
+    let out = assert.get_output();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+pub fn month(y: i32, m: u32) -> NaiveDate {
+    NaiveDate::from_ymd_opt(y, m, 1).unwrap()
+}
+
+/// Every national id, legacy id and passport number of `rows` (the columns
+/// the shipped config marks sensitive).
+pub fn sensitive_values(rows: &[Statement]) -> Vec<String> {
+    rows.iter()
+        .flat_map(|r| [&r.identity.0, &r.identity.1, &r.identity.2])
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// Everything a run left for people and machines to read: its output and
+/// every file under `data/dq_error` (summaries, quarantine).
+pub fn everything_written(root: &Path, run_output: &str) -> Vec<(String, String)> {
+    let mut texts = vec![("output".to_string(), run_output.to_string())];
+    for path in walk(&root.join("data/dq_error")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+        texts.push((path.display().to_string(), text));
+    }
+    texts
+}
