@@ -107,3 +107,30 @@ async fn stack_a_summary_completed_after_a_crash_carries_every_figure() {
     let tw = stack_workspace().await;
     reliability::a_summary_completed_after_a_crash_carries_every_figure(&tw.ws).await;
 }
+
+/// S3 keys may hold `#`, `%`, `?`, spaces and non-ASCII: such drop files are
+/// listed and read like any other.
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_drop_files_with_reserved_characters_in_their_names_are_read() {
+    let tw = stack_workspace().await;
+    let ws = &tw.ws;
+    let month = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+    let rows =
+        silverline::demo::generate::Portfolio::new("BANK_N", 6, false, 2).statements(month, false);
+    ws.put_drop("BANK_N", "2026-01", &rows[..3]).await.unwrap();
+    let csv = silverline::demo::generate::to_csv(&rows[3..]);
+    ws.put_file("BANK_N", "2026-01", "more #2 50% ?é.csv", csv.into_bytes())
+        .await
+        .unwrap();
+    let outcome = ws
+        .run_drop(
+            "BANK_N",
+            "2026-01",
+            &silverline::pipeline::RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.counts.received, 6);
+    assert_eq!(outcome.summary.counts.committed, 6);
+}
