@@ -119,6 +119,9 @@ async fn stack_drop_files_with_reserved_characters_in_their_names_are_read() {
     let rows =
         silverline::demo::generate::Portfolio::new("BANK_N", 6, false, 2).statements(month, false);
     ws.put_drop("BANK_N", "2026-01", &rows[..3]).await.unwrap();
+    ws.register_holders("more", rows[3..].iter().map(|r| r.holder.as_str()))
+        .await
+        .unwrap();
     let csv = silverline::demo::generate::to_csv(&rows[3..]);
     ws.put_file("BANK_N", "2026-01", "more #2 50% ?é.csv", csv.into_bytes())
         .await
