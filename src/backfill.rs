@@ -6,7 +6,7 @@
 use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
-use crate::pipeline::claim::DropRef;
+use crate::core::drop::DropRef;
 use crate::pipeline::summary::{RunStatus, Summary};
 use crate::pipeline::{RunOptions, run};
 

@@ -23,9 +23,9 @@ use crate::demo::generate::{Portfolio, Statement, month_end, months, to_csv};
 use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_or_create_silver};
 use crate::infra::storage::Stores;
-use crate::pipeline::claim::DropFile;
+use crate::core::drop::DropFile;
 use crate::pipeline::read::read_drop;
-use crate::pipeline::write::write_silver_files;
+use crate::infra::datafile::write_silver_files;
 
 const CONTRIBUTOR: &str = "BENCH_BANK";
 

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::load_plan;
 use crate::error::Result;
-use crate::pipeline::claim::DropRef;
+use crate::core::drop::DropRef;
 use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};
@@ -233,7 +233,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             json,
         } => {
             if let Some(contributor) = &contributor {
-                crate::pipeline::claim::check_contributor(contributor)?;
+                crate::core::drop::check_contributor(contributor)?;
             }
             let plan = load_plan(&config)?;
             let what = Gather {
@@ -335,7 +335,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
 
 /// The resolved rule set of `contributor`, as text.
 pub fn describe_rules(plan: &crate::config::Plan, contributor: &str) -> Result<String> {
-    crate::pipeline::claim::check_contributor(contributor)?;
+    crate::core::drop::check_contributor(contributor)?;
     let (contributor_type, rules) = plan.rules_for(contributor)?;
     let mut out = format!(
         "contributor {contributor}: type {contributor_type}, {} rules, fingerprint {}\n",

@@ -13,10 +13,10 @@ use iceberg::{Catalog, TableIdent};
 
 use crate::config::Plan;
 use crate::error::{Error, Result};
-use crate::exceptions::store::exceptions_ident;
+use crate::infra::catalog::exceptions_ident;
 use crate::infra::catalog::{connect, table_ident};
 use crate::infra::storage::Stores;
-use crate::pipeline::ledger::{ledger_key, ledger_value, unledgered_runs};
+use crate::infra::ledger::{ledger_key, ledger_value, unledgered_runs};
 
 /// How much history to keep.
 #[derive(Debug, Clone, Copy)]

@@ -28,7 +28,7 @@ use crate::exceptions::store::{load_or_create_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::infra::catalog::connect;
 use crate::infra::storage::{Location, Stores};
-use crate::pipeline::claim::DropRef;
+use crate::core::drop::DropRef;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use crate::transient::EXCEPTION_ID;
 

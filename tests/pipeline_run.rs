@@ -89,9 +89,9 @@ async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() 
     use silverline::infra::pinned::PinnedCatalog;
     use silverline::infra::storage::Stores;
     use silverline::pipeline::RunOptions;
-    use silverline::pipeline::claim::DropFile;
+    use silverline::core::drop::DropFile;
     use silverline::pipeline::read::read_drop;
-    use silverline::pipeline::write::write_silver_files;
+    use silverline::infra::datafile::write_silver_files;
 
     let tw = workspace().await;
     let ws = &tw.ws;

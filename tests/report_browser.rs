@@ -26,9 +26,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use silverline::pipeline::summary::Counts;
 use silverline::report::html::write_report;
-use silverline::report::model::{
-    BacklogFigures, ReportData, RuleBacklog, RunPoint, Section, WeekFlow,
-};
+use silverline::exceptions::figures::{BacklogFigures, RuleBacklog, WeekFlow};
+use silverline::report::model::{ReportData, RunPoint, Section};
 
 /// How long any one browser launch may take before the test gives up.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);

@@ -245,7 +245,7 @@ async fn an_iceberg_table_can_be_the_reference() {
     use iceberg::{NamespaceIdent, TableCreation};
     use silverline::infra::catalog::connect;
     use silverline::infra::storage::Stores;
-    use silverline::pipeline::write::write_silver_files;
+    use silverline::infra::datafile::write_silver_files;
 
     let overrides = [
         ("references.0.format", "iceberg"),

@@ -24,7 +24,7 @@ use common::{
 };
 use silverline::demo::generate::Portfolio;
 use silverline::pipeline::RunOptions;
-use silverline::pipeline::commit::RUN_KEY_PROPERTY;
+use silverline::infra::append::RUN_KEY_PROPERTY;
 use silverline::pipeline::summary::RunStatus;
 
 fn month(y: i32, m: u32) -> NaiveDate {

@@ -19,7 +19,7 @@ use silverline::demo::generate::{Portfolio, double_limits};
 use silverline::demo::{DEFAULT_CONFIG, Workspace};
 use silverline::infra::catalog::METRICS_COLUMN_PREFIX;
 use silverline::pipeline::RunOptions;
-use silverline::pipeline::claim::DropRef;
+use silverline::core::drop::DropRef;
 
 fn silverline<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> assert_cmd::assert::Assert {
     Command::cargo_bin("silverline")

@@ -16,7 +16,7 @@ use crate::config::plan::ReferenceFormat;
 use crate::config::{Plan, parse_plan};
 use crate::error::{Error, Result};
 use crate::infra::storage::{Location, Stores};
-use crate::pipeline::claim::DropRef;
+use crate::core::drop::DropRef;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use generate::{Statement, holders_csv, to_csv};
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 
 use super::ExceptionEvent;
-use crate::report::model::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekFlow};
+use crate::exceptions::figures::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekFlow};
 
 /// One exception's history, reduced to what the measures need.
 #[derive(Debug, Clone)]

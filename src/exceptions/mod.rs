@@ -11,6 +11,7 @@
 //! ```
 
 pub mod backlog;
+pub mod figures;
 pub mod record;
 pub mod store;
 
@@ -18,7 +19,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::pipeline::route::SetAside;
+use crate::core::set_aside::SetAside;
 
 /// Where an exception stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -16,8 +16,8 @@ use crate::config::contract::Contract;
 use crate::config::rules::Severity;
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
-use crate::pipeline::claim::DropRef;
-use crate::pipeline::route::SetAside;
+use crate::core::drop::DropRef;
+use crate::core::set_aside::SetAside;
 use crate::transient::{DQ_ERRORS, EXCEPTION_ID, SOURCE_FILE, SOURCE_LINE};
 
 /// The file, in a replay drop's folder, that names the exception behind each

@@ -17,15 +17,16 @@ use iceberg::spec::{
     Datum, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
-use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+use iceberg::{Catalog, TableCreation};
 
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
 use crate::error::{Error, Result};
-use crate::infra::catalog::{load_or_create_table, owned_table_properties};
-use crate::pipeline::commit::{Committed, RUN_KEY_PROPERTY, RunAppend, append_for_run};
-use crate::pipeline::ledger::{RunPlace, find_committed};
-use crate::pipeline::write::write_silver_files;
+use crate::infra::catalog::{exceptions_ident, load_or_create_table, owned_table_properties};
+use crate::infra::append::{Committed, RUN_KEY_PROPERTY, RunAppend, append_for_run};
+use crate::infra::ledger::find_committed;
+use crate::core::place::RunPlace;
+use crate::infra::datafile::write_silver_files;
 
 /// The columns of the exception table, in order: (name, type, required).
 const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
@@ -45,14 +46,6 @@ const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
     ("entered_at", PrimitiveType::Timestamptz, true),
     ("event_at", PrimitiveType::Timestamptz, true),
 ];
-
-/// The exception table's identifier.
-pub fn exceptions_ident(plan: &Plan) -> TableIdent {
-    TableIdent::new(
-        NamespaceIdent::new(plan.exceptions.namespace.clone()),
-        plan.exceptions.name.clone(),
-    )
-}
 
 fn schema() -> iceberg::Result<Schema> {
     let fields = COLUMNS

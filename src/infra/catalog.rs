@@ -77,6 +77,14 @@ fn create_sqlite_folder(uri: &str) -> Result<()> {
     }
 }
 
+/// The exception store's identifier.
+pub fn exceptions_ident(plan: &Plan) -> TableIdent {
+    TableIdent::new(
+        NamespaceIdent::new(plan.exceptions.namespace.clone()),
+        plan.exceptions.name.clone(),
+    )
+}
+
 /// The Silver table's identifier.
 pub fn table_ident(spec: &TableSpec) -> TableIdent {
     TableIdent::new(
@@ -529,7 +537,7 @@ pub async fn adopt_tables(plan: &Plan, chosen: Option<&str>) -> Result<Vec<Adopt
     let catalog = connect(&plan.catalog, &stores).await?;
     let idents = [
         table_ident(&plan.table),
-        crate::exceptions::store::exceptions_ident(plan),
+        exceptions_ident(plan),
     ];
     let mut done = Vec::new();
     for ident in &idents {

@@ -2,8 +2,10 @@
 //! catalog ([`catalog`], with commits pinned to a checked state: [`pinned`]) and the
 //! DataFusion session ([`query`]).
 
+pub mod append;
 pub mod aws;
 pub mod catalog;
+pub mod datafile;
+pub mod ledger;
 pub mod pinned;
-pub mod query;
 pub mod storage;

@@ -12,7 +12,7 @@ use iceberg::spec::DataFile;
 
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
-use crate::pipeline::route::SetAside;
+use crate::core::set_aside::SetAside;
 use crate::pipeline::write::Written;
 
 /// A run whose books closed: received == silver + quarantined + dropped + pending.

@@ -1,50 +1,21 @@
-//! Commit: one Iceberg fast-append for all of a run's Silver rows (DESIGN.md
+//! Commit: one Iceberg commit for all of a run's Silver rows (DESIGN.md
 //! invariant 4). It takes only a [`Balanced`] run. The snapshot's properties
-//! carry the run key, which is how a rerun knows it has nothing to do, and the
-//! counts, so the table's history tells what each run did.
-//!
-//! Idempotent under concurrency (invariant 5): silverline owns the retries.
-//! Silver is created with Iceberg's own commit retries off, and each attempt
-//! here reloads the table, checks that no run with the same key committed, and
-//! appends on exactly that state; a concurrent commit makes the attempt fail
-//! with a conflict instead of being silently re-applied on top of it. So two
-//! runs of the same drop commit once: the loser finds the winner's snapshot.
+//! carry the run key and the counts ([`SnapshotRecord`]), so the table's
+//! history tells what each run did; the run ledger entry written in the same
+//! commit is how a rerun knows it has nothing to do (see [`crate::infra::append`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use iceberg::spec::DataFile;
-use iceberg::table::Table;
-use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::{Catalog, ErrorKind, TableIdent};
+use iceberg::Catalog;
 
 use crate::config::Plan;
-use crate::error::{Error, Result};
+use crate::core::place::RunPlace;
+use crate::error::Result;
+use crate::infra::append::{Committed, JudgedOn, RUN_KEY_PROPERTY, RunAppend, append_for_run};
 use crate::infra::catalog::table_ident;
-use crate::infra::pinned::PinnedCatalog;
 use crate::pipeline::balance::Balanced;
-use crate::pipeline::ledger::{
-    RunPlace, find_committed, ledger_key, ledger_value, snapshot_with_run_key,
-};
-use crate::pipeline::route::SetAside;
-
-/// Snapshot property holding the run key.
-pub const RUN_KEY_PROPERTY: &str = "silverline.run-key";
-
-/// What the commit did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Committed {
-    /// A new snapshot.
-    Snapshot(i64),
-    /// A concurrent run of the same drop committed first; nothing was added.
-    /// The snapshot is named while the table still has it.
-    LostRace(Option<i64>),
-    /// Rows that may share record keys with this run's were committed since
-    /// its baseline was read: nothing was added, the run must be judged again
-    /// on the table as it is now.
-    Stale,
-}
+use crate::core::set_aside::SetAside;
 
 /// Who is committing: the run's key, place and the rule set that judged it.
 #[derive(Debug, Clone, Copy)]
@@ -59,47 +30,6 @@ pub struct RunIdentity<'a> {
     pub judged_on: JudgedOn,
 }
 
-/// The state of a table a run was judged on: any later snapshot that may add
-/// rows of the run's contributor makes its verdicts stale (optimistic
-/// concurrency with validation, as Iceberg writers validate conflicting files).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JudgedOn {
-    /// The table's last sequence number when the baseline was read.
-    pub sequence_number: i64,
-}
-
-impl JudgedOn {
-    /// The state `table` is in now.
-    pub fn of(table: &Table) -> JudgedOn {
-        JudgedOn {
-            sequence_number: table.metadata().last_sequence_number(),
-        }
-    }
-
-    /// Whether `table` gained, since this state, a snapshot that may hold rows
-    /// of `contributor`: one of its runs, or an append by another writer.
-    /// Compactions (replace) and deletes add no record key.
-    pub fn is_stale(&self, table: &Table, contributor: &str) -> bool {
-        table
-            .metadata()
-            .snapshots()
-            .filter(|s| s.sequence_number() > self.sequence_number)
-            .any(|s| adds_rows_of(s, contributor))
-    }
-}
-
-fn adds_rows_of(snapshot: &iceberg::spec::Snapshot, contributor: &str) -> bool {
-    use iceberg::spec::Operation;
-    let summary = snapshot.summary();
-    if matches!(summary.operation, Operation::Replace | Operation::Delete) {
-        return false;
-    }
-    match summary.additional_properties.get(RUN_KEY_PROPERTY) {
-        Some(run_key) => run_key.split('/').next() == Some(contributor),
-        None => true,
-    }
-}
-
 /// Appends the balanced run's data files to Silver in one snapshot, retrying
 /// conflicts up to `plan.commit_attempts` times.
 pub async fn commit_silver(
@@ -109,7 +39,7 @@ pub async fn commit_silver(
     run: RunIdentity<'_>,
     contributor: &str,
 ) -> Result<Committed> {
-    let properties = snapshot_properties(&balanced, run);
+    let properties = SnapshotRecord::of(&balanced, run).to_properties();
     let append = RunAppend {
         run_key: run.run_key,
         place: run.place,
@@ -126,140 +56,86 @@ pub async fn commit_silver(
     .await
 }
 
-/// One run's append: its key (also a snapshot property and a ledger entry),
-/// the snapshot properties and how many conflicts are retried.
-#[derive(Debug, Clone)]
-pub struct RunAppend<'a> {
-    /// The run key; a ledger entry or snapshot carrying it means the run is in the table.
-    pub run_key: &'a str,
-    /// The run's place, kept in the ledger entry.
-    pub place: &'a RunPlace,
-    /// Snapshot properties, the run key among them.
-    pub properties: HashMap<String, String>,
-    /// How many times a conflicting commit is tried in all.
-    pub attempts: u32,
-    /// The table state the run was judged on and its contributor: an append
-    /// finding the contributor's rows committed since then adds nothing and
-    /// says [`Committed::Stale`]. None: the rows do not depend on the table.
-    pub judged_on: Option<(JudgedOn, &'a str)>,
+/// What a Silver snapshot's properties say about the run that made it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotRecord {
+    /// The run key.
+    pub run_key: String,
+    /// The run id.
+    pub run_id: String,
+    /// Fingerprint of the rule set that judged the run.
+    pub rules_fingerprint: String,
+    /// Records received.
+    pub received: u64,
+    /// Rows committed to Silver.
+    pub committed: u64,
+    /// Rows quarantined.
+    pub quarantined: u64,
+    /// Rows dropped.
+    pub dropped: u64,
+    /// Rows pending.
+    pub pending: u64,
 }
 
-/// Appends `data_files` to the table `ident` in one snapshot with the run's
-/// ledger entry, unless the run key is already there; conflicts are retried on
-/// a reloaded table, re-checking the run key (and whether the run's verdicts
-/// still hold) each time.
-pub async fn append_for_run(
-    catalog: &Arc<dyn Catalog>,
-    ident: &TableIdent,
-    data_files: Vec<DataFile>,
-    append: &RunAppend<'_>,
-) -> Result<Committed> {
-    let target = ident.to_string();
-    let mut attempt = 1;
-    loop {
-        let table = catalog
-            .load_table(ident)
-            .await
-            .map_err(Error::catalog("load-table", &target))?;
-        if let Some(record) = find_committed(&table, append.run_key)? {
-            discard_files(&table, &data_files).await;
-            return Ok(Committed::LostRace(record.snapshot_id));
-        }
-        if let Some((judged_on, contributor)) = append.judged_on
-            && judged_on.is_stale(&table, contributor)
-        {
-            discard_files(&table, &data_files).await;
-            return Ok(Committed::Stale);
-        }
-        match append_once(catalog, &table, &data_files, append).await {
-            Ok(committed) => {
-                return snapshot_with_run_key(&committed, append.run_key)
-                    .map(Committed::Snapshot)
-                    .ok_or_else(|| {
-                        // The commit's answer does not show it: a rerun finds out.
-                        Error::catalog("commit", &target)(iceberg::Error::new(
-                            ErrorKind::Unexpected,
-                            format!(
-                                "the table returned by the commit has no snapshot with run key {}",
-                                append.run_key
-                            ),
-                        ))
-                    });
-            }
-            Err(e)
-                if e.kind() == ErrorKind::CatalogCommitConflicts && attempt < append.attempts =>
-            {
-                tracing::warn!(attempt, table = %target, "commit conflict: reloading and retrying");
-                tokio::time::sleep(backoff(attempt)).await;
-                attempt += 1;
-            }
-            Err(e) => {
-                return Err(Error::catalog(
-                    "commit",
-                    format!("{target} (attempt {attempt} of {})", append.attempts),
-                )(e));
-            }
+const RUN_ID_PROPERTY: &str = "silverline.run-id";
+const RULES_PROPERTY: &str = "silverline.rules-fingerprint";
+
+impl SnapshotRecord {
+    /// The record of a balanced run.
+    fn of(balanced: &Balanced, run: RunIdentity<'_>) -> SnapshotRecord {
+        SnapshotRecord {
+            run_key: run.run_key.to_string(),
+            run_id: run.place.run_id.clone(),
+            rules_fingerprint: run.rules_fingerprint.to_string(),
+            received: balanced.received(),
+            committed: balanced.silver(),
+            quarantined: balanced.set_aside(SetAside::Quarantine),
+            dropped: balanced.set_aside(SetAside::Dropped),
+            pending: balanced.set_aside(SetAside::Pending),
         }
     }
-}
 
-fn snapshot_properties(balanced: &Balanced, run: RunIdentity<'_>) -> HashMap<String, String> {
-    let counts = [
-        ("received", balanced.received()),
-        ("committed", balanced.silver()),
-        ("quarantined", balanced.set_aside(SetAside::Quarantine)),
-        ("dropped", balanced.set_aside(SetAside::Dropped)),
-        ("pending", balanced.set_aside(SetAside::Pending)),
-    ];
-    let mut properties: HashMap<String, String> = counts
-        .iter()
-        .map(|(name, count)| (format!("silverline.{name}"), count.to_string()))
-        .collect();
-    properties.insert(RUN_KEY_PROPERTY.to_string(), run.run_key.to_string());
-    properties.insert("silverline.run-id".to_string(), run.place.run_id.clone());
-    properties.insert(
-        "silverline.rules-fingerprint".to_string(),
-        run.rules_fingerprint.to_string(),
-    );
-    properties
-}
+    fn counts(&self) -> [(&'static str, u64); 5] {
+        [
+            ("received", self.received),
+            ("committed", self.committed),
+            ("quarantined", self.quarantined),
+            ("dropped", self.dropped),
+            ("pending", self.pending),
+        ]
+    }
 
-/// One fast-append, with the run's ledger entry, on exactly `table`'s state:
-/// Iceberg's own retries are off on Silver, and its re-apply on a reloaded
-/// table is refused by [`PinnedCatalog`].
-async fn append_once(
-    catalog: &Arc<dyn Catalog>,
-    table: &Table,
-    data_files: &[DataFile],
-    append: &RunAppend<'_>,
-) -> iceberg::Result<Table> {
-    let entry = ledger_value(append.place)
-        .map_err(|e| iceberg::Error::new(ErrorKind::DataInvalid, e.to_string()))?;
-    let tx = Transaction::new(table);
-    let ledger = tx
-        .update_table_properties()
-        .set(ledger_key(append.run_key), entry);
-    let tx = ledger.apply(tx)?;
-    let fast_append = tx
-        .fast_append()
-        .add_data_files(data_files.to_vec())
-        .set_snapshot_properties(append.properties.clone());
-    let pinned = PinnedCatalog::on(catalog.as_ref(), table);
-    fast_append.apply(tx)?.commit(&pinned).await
-}
+    /// As snapshot properties.
+    pub fn to_properties(&self) -> HashMap<String, String> {
+        let mut properties: HashMap<String, String> = self
+            .counts()
+            .iter()
+            .map(|(name, count)| (format!("silverline.{name}"), count.to_string()))
+            .collect();
+        properties.insert(RUN_KEY_PROPERTY.to_string(), self.run_key.clone());
+        properties.insert(RUN_ID_PROPERTY.to_string(), self.run_id.clone());
+        properties.insert(RULES_PROPERTY.to_string(), self.rules_fingerprint.clone());
+        properties
+    }
 
-/// 100 ms, 200 ms, 400 ms... up to 5 s, with jitter so that racing runs spread out.
-fn backoff(attempt: u32) -> Duration {
-    let base = 100u64.saturating_mul(1 << attempt.min(6)).min(5_000);
-    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * base / 512;
-    Duration::from_millis(base / 2 + jitter)
-}
-
-/// Deletes data files that will never be committed (best effort: an orphan is harmless).
-pub async fn discard_files(table: &Table, data_files: &[DataFile]) {
-    for file in data_files {
-        if let Err(error) = table.file_io().delete(file.file_path()).await {
-            tracing::warn!(path = file.file_path(), error = %error, "could not delete an uncommitted data file");
+    /// Read back from snapshot properties; a missing or unreadable count is 0.
+    pub fn from_properties(properties: &HashMap<String, String>) -> SnapshotRecord {
+        let text = |key: &str| properties.get(key).cloned().unwrap_or_default();
+        let count = |name: &str| {
+            properties
+                .get(&format!("silverline.{name}"))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_default()
+        };
+        SnapshotRecord {
+            run_key: text(RUN_KEY_PROPERTY),
+            run_id: text(RUN_ID_PROPERTY),
+            rules_fingerprint: text(RULES_PROPERTY),
+            received: count("received"),
+            committed: count("committed"),
+            quarantined: count("quarantined"),
+            dropped: count("dropped"),
+            pending: count("pending"),
         }
     }
 }

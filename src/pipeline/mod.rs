@@ -15,8 +15,7 @@ pub mod claim;
 pub mod commit;
 pub mod evaluate;
 pub mod exceptions;
-pub mod keys;
-pub mod ledger;
+pub mod lineage;
 pub mod mask;
 pub mod read;
 pub mod route;
@@ -41,11 +40,13 @@ use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
 use crate::infra::catalog::{connect, load_or_create_silver, table_ident};
 use crate::infra::storage::{Location, Stores};
-use claim::{Claim, Claimed, DropRef};
-use commit::{Committed, JudgedOn};
+use crate::core::drop::DropRef;
+use crate::core::place::RunPlace;
+use crate::core::set_aside::SetAside;
+use claim::{Claim, Claimed};
+use crate::infra::append::{Committed, JudgedOn, discard_files};
 use evaluate::RuleOutcome;
-use ledger::RunPlace;
-use route::{RunStamp, SetAside};
+use route::RunStamp;
 use summary::{RunStatus, Summary};
 
 /// How to run.
@@ -204,7 +205,7 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
     let summary_path = Summary::path(&claim.run_date, &drop.contributor, &claim.run_id);
     tracing::Span::current().record("run_id", claim.run_id.as_str());
     if !options.dry_run {
-        crate::lineage::emit(plan, &context.stores, &summary).await;
+        lineage::emit(plan, &context.stores, &summary).await;
     }
     let result = process(&context, (claim, references), &rules, options, &mut summary).await;
     summary.finished_at = Some(now());
@@ -233,7 +234,7 @@ async fn run_stages(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result
         });
     }
     options.hooks.crash_if(CrashPoint::DuringSummary)?;
-    crate::lineage::emit(plan, &context.stores, &summary).await;
+    lineage::emit(plan, &context.stores, &summary).await;
     let written = summary.write(&context.dq_error, &summary_path).await;
     result?;
     Ok(RunOutcome {
@@ -353,7 +354,7 @@ async fn process_stages(
         if options.dry_run {
             summary.status = RunStatus::DryRun;
             tracing::info!(would_commit = judgement.balanced.silver(), table = %table_ident(&plan.table), "dry run: nothing committed");
-            commit::discard_files(&silver, &judgement.balanced.into_data_files()).await;
+            discard_files(&silver, &judgement.balanced.into_data_files()).await;
             return Ok(());
         }
         summary.status = RunStatus::Committing;

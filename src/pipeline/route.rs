@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::config::contract::Contract;
 use crate::config::rules::Severity;
+use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::ExceptionIds;
 use crate::pipeline::evaluate::{DQ_SEVERITY, Judged};
@@ -28,34 +29,13 @@ use crate::transient::{
     DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, EXCEPTION_ID, RAW_RECORD, SOURCE_FILE, SOURCE_LINE,
 };
 
-/// Where rows kept out of Silver go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum SetAside {
-    /// A critical rule failed: fix and replay.
-    Quarantine,
-    /// A drop rule failed: recorded, not deleted.
-    Dropped,
-    /// A reference rule missed: replayed once the reference catches up.
-    Pending,
-}
-
-impl SetAside {
-    /// The dq_error folder of this destination.
-    pub fn kind(self) -> &'static str {
-        match self {
-            SetAside::Quarantine => "quarantine",
-            SetAside::Dropped => "dropped",
-            SetAside::Pending => "pending",
-        }
-    }
-
-    fn for_severity(severity: &str) -> Option<SetAside> {
-        match Severity::parse(severity) {
-            Some(Severity::Quarantine | Severity::Fail) => Some(SetAside::Quarantine),
-            Some(Severity::Drop) => Some(SetAside::Dropped),
-            Some(Severity::Pending) => Some(SetAside::Pending),
-            _ => None,
-        }
+/// Where a row whose worst severity is `severity` goes, if out of Silver.
+fn set_aside_for(severity: &str) -> Option<SetAside> {
+    match Severity::parse(severity) {
+        Some(Severity::Quarantine | Severity::Fail) => Some(SetAside::Quarantine),
+        Some(Severity::Drop) => Some(SetAside::Dropped),
+        Some(Severity::Pending) => Some(SetAside::Pending),
+        _ => None,
     }
 }
 
@@ -127,7 +107,7 @@ pub fn route_rows(
         let severity = string_column(batch, DQ_SEVERITY)?;
         let to_silver: BooleanArray = severity
             .iter()
-            .map(|s| Some(SetAside::for_severity(s.unwrap_or("")).is_none()))
+            .map(|s| Some(set_aside_for(s.unwrap_or("")).is_none()))
             .collect();
         warned += severity
             .iter()
@@ -137,7 +117,7 @@ pub fn route_rows(
         for destination in [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending] {
             let mask: BooleanArray = severity
                 .iter()
-                .map(|s| Some(s.and_then(SetAside::for_severity) == Some(destination)))
+                .map(|s| Some(s.and_then(set_aside_for) == Some(destination)))
                 .collect();
             let rows = filter(batch, &mask)?;
             if rows.num_rows() > 0 {

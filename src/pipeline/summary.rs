@@ -109,7 +109,7 @@ pub struct Summary {
     pub aggregates: Vec<PeriodReport>,
     /// The contributor's exception backlog after this run (committed runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog: Option<crate::report::model::BacklogFigures>,
+    pub backlog: Option<crate::exceptions::figures::BacklogFigures>,
     /// Why the run failed.
     pub error: Option<String>,
 }

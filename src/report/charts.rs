@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::html::escape;
-use super::model::{AGE_BUCKETS, RuleBacklog, RunPoint, WeekFlow};
+use super::escape::escape;
+use super::model::RunPoint;
+use crate::exceptions::figures::{AGE_BUCKETS, RuleBacklog, WeekFlow};
 
 /// Width of every chart, in SVG user units (the page scales it down).
 const WIDTH: f64 = 900.0;

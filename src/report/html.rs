@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 
 use super::charts;
-use super::model::{
-    AGE_BUCKETS, BacklogFigures, ReportData, RuleBacklog, RunPoint, Section, WeekFlow,
-};
+use super::escape::escape;
+use super::model::{ReportData, RunPoint, Section};
+use crate::exceptions::figures::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekFlow};
 use crate::error::Error;
 
 /// The runs table lists at most this many of a section's latest runs.
@@ -132,22 +132,6 @@ pub fn check_out_dir(out_dir: &Path) -> crate::Result<()> {
         }),
         _ => Ok(()),
     }
-}
-
-/// `text` safe to put in HTML text or in a quoted attribute value.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// The overall section, then the contributors'.

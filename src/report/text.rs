@@ -3,7 +3,8 @@
 
 use std::fmt::Write;
 
-use super::model::{AGE_BUCKETS, ReportData, Section};
+use super::model::{ReportData, Section};
+use crate::exceptions::figures::AGE_BUCKETS;
 
 /// The backlog of `data` as aligned text tables.
 pub fn backlog_text(data: &ReportData) -> String {

@@ -19,7 +19,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Date32Array, UInt32Array};
-use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
 use datafusion::dataframe::DataFrame;
@@ -31,8 +30,8 @@ use iceberg_datafusion::IcebergStaticTableProvider;
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
-use crate::infra::query::new_session;
-use crate::pipeline::keys::KeyIndex;
+use crate::core::sql::{new_session, quote, register_table, sql_string};
+use crate::core::keys::KeyIndex;
 use futures::TryStreamExt;
 
 /// The drop's rows with their previous state attached, not yet computed.
@@ -93,7 +92,7 @@ impl Baselined {
 
 /// Registers `rows` as the table `baselined`, sliced over the session's partitions.
 async fn register_rows(ctx: &SessionContext, rows: &RecordBatch) -> Result<DataFrame> {
-    register_table(ctx, "baselined", rows.schema(), slices(rows))?;
+    register_table(ctx, "baselined", (rows.schema(), slices(rows)), "baseline")?;
     ctx.table("baselined")
         .await
         .map_err(Error::query("baseline"))
@@ -107,58 +106,6 @@ fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
         .step_by(SLICE_ROWS)
         .map(|start| batch.slice(start, SLICE_ROWS.min(batch.num_rows() - start)))
         .collect()
-}
-
-/// Runs `frame`, returning its rows under one plain schema: every field
-/// nullable and without metadata (the parts of a union may differ in both).
-async fn collect(frame: DataFrame) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-    let planned = Arc::new(frame.schema().as_arrow().clone());
-    let batches = frame.collect().await.map_err(Error::query("baseline"))?;
-    let found = batches.first().map_or(planned, RecordBatch::schema);
-    let schema: SchemaRef = Arc::new(Schema::new(
-        found
-            .fields()
-            .iter()
-            .map(|f| Field::new(f.name(), f.data_type().clone(), true))
-            .collect::<Vec<_>>(),
-    ));
-    let batches = batches
-        .into_iter()
-        .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::arrow("baseline"))?;
-    Ok((schema, batches))
-}
-
-/// Registers `batches` as the in-memory table `name`, spread over the
-/// session's partitions (replacing a table of that name).
-pub(crate) fn register_table(
-    ctx: &SessionContext,
-    name: &str,
-    schema: SchemaRef,
-    batches: Vec<RecordBatch>,
-) -> Result<()> {
-    let lanes = ctx.state().config().target_partitions().max(1);
-    let mut partitions = vec![Vec::new(); lanes];
-    for (i, batch) in batches.into_iter().enumerate() {
-        partitions[i % lanes].push(batch);
-    }
-    let table = MemTable::try_new(schema, partitions).map_err(Error::query("baseline"))?;
-    ctx.deregister_table(name)
-        .map_err(Error::query("baseline"))?;
-    ctx.register_table(name, Arc::new(table))
-        .map_err(Error::query("baseline"))?;
-    Ok(())
-}
-
-/// Runs `frame` and registers its rows as the in-memory table `name`.
-pub(crate) async fn register_frame(
-    ctx: &SessionContext,
-    name: &str,
-    frame: DataFrame,
-) -> Result<()> {
-    let (schema, batches) = collect(frame).await?;
-    register_table(ctx, name, schema, batches)
 }
 
 /// The periods a drop's periods are compared with: from the first day of
@@ -423,16 +370,6 @@ pub(crate) async fn register_history_source(
     ctx.register_table("silver", provider)
         .map_err(Error::query("baseline"))?;
     Ok(())
-}
-
-/// Quotes an SQL identifier.
-pub fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Quotes an SQL string literal.
-pub fn sql_string(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
 }
 
 /// History rows carry only the key, the order column and the columns rules

@@ -21,7 +21,8 @@ use super::committed::CommittedPeriods;
 use crate::config::plan::Metric;
 use crate::config::rules::Rule;
 use crate::error::{Error, Result};
-use crate::pipeline::baseline::{Baselined, quote, register_frame, register_table};
+use crate::core::sql::{quote, register_frame, register_table};
+use crate::pipeline::baseline::Baselined;
 use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label, rule_failure};
 use crate::transient::{PERIOD, prev_column};
 
@@ -79,12 +80,12 @@ pub async fn evaluate_aggregates(
         .sql(&drop_rows_sql(metrics))
         .await
         .map_err(Error::query("aggregate"))?;
-    register_frame(ctx, "aggregate_rows", rows).await?;
+    register_frame(ctx, "aggregate_rows", rows, "aggregate").await?;
     register_table(
         ctx,
         "committed_periods",
-        committed.schema,
-        committed.batches,
+        (committed.schema, committed.batches),
+        "aggregate",
     )?;
     let sql = periods_sql(metrics, rules, average_periods);
     let batches = match collect_sql(ctx, &sql).await {

@@ -29,12 +29,11 @@ use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
 use crate::error::{Error, Result};
-use crate::infra::query::new_session;
+use crate::core::sql::new_session;
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
-use crate::pipeline::baseline::{
-    comparison_window, quote, register_frame, register_history_source, sql_string,
-};
+use crate::core::sql::{quote, register_frame, sql_string};
+use crate::pipeline::baseline::{comparison_window, register_history_source};
 
 /// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
 const UNIX_EPOCH_FROM_CE: i32 = 719_163;
@@ -141,7 +140,7 @@ impl ComparedMonths {
     /// One month's metrics, computed from Silver.
     async fn measure(&self, ctx: &SessionContext, rows_sql: &str) -> Result<RecordBatch> {
         let rows = ctx.sql(rows_sql).await.map_err(Error::query("aggregate"))?;
-        register_frame(ctx, "committed_rows", rows).await?;
+        register_frame(ctx, "committed_rows", rows, "aggregate").await?;
         let frame = ctx
             .sql(&self.by_period)
             .await

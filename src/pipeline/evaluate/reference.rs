@@ -18,7 +18,7 @@ use crate::config::plan::{Reference, ReferenceFormat};
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::baseline::Baselined;
-use crate::pipeline::keys::KeyIndex;
+use crate::core::keys::KeyIndex;
 use crate::transient::{REF_PREFIX, with_columns};
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};

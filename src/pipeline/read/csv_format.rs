@@ -12,7 +12,7 @@ use super::typing::TypedRows;
 use super::{ParseReject, RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
-use crate::pipeline::claim::DropFile;
+use crate::core::drop::DropFile;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 

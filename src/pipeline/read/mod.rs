@@ -19,7 +19,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
-use crate::pipeline::claim::DropFile;
+use crate::core::drop::DropFile;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
 /// The name of the parse rule, as it appears in dq_error files and summaries.

@@ -11,7 +11,7 @@ use super::typing::TypedRows;
 use super::{RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
-use crate::pipeline::claim::DropFile;
+use crate::core::drop::DropFile;
 
 /// Reads one Parquet file, typing its columns as text.
 pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {

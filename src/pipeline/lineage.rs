@@ -4,7 +4,6 @@
 //! count, one assertion per rule). A lineage failure is logged, never fatal.
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::config::Plan;
 use crate::infra::catalog::table_ident;
@@ -23,8 +22,8 @@ fn event_type(status: RunStatus) -> &'static str {
 /// The event for `summary` as it stands.
 pub fn run_event(plan: &Plan, summary: &Summary) -> Value {
     let run_key = summary.run_key.clone().unwrap_or_default();
-    let run_uuid =
-        uuid::Builder::from_random_bytes(first_16(&Sha256::digest(run_key.as_bytes()))).into_uuid();
+    // A name-based (v5) UUID: the same run key always names the same run.
+    let run_uuid = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, run_key.as_bytes());
     let assertions: Vec<Value> = summary
         .rules
         .iter()
@@ -51,12 +50,6 @@ pub fn run_event(plan: &Plan, summary: &Summary) -> Value {
             "outputFacets": {"outputStatistics": {"rowCount": summary.counts.committed}},
         }],
     })
-}
-
-fn first_16(digest: &[u8]) -> [u8; 16] {
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    bytes
 }
 
 /// Writes the event for `summary` if `[lineage] location` is set.

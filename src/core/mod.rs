@@ -1,0 +1,10 @@
+//! The ground floor: words every layer shares (a drop's identity, where rows
+//! set aside go, where a run lives, record keys) and the SQL toolbox. It
+//! imports nothing of silverline but [`crate::error`].
+
+pub mod digest;
+pub mod drop;
+pub mod keys;
+pub mod place;
+pub mod set_aside;
+pub mod sql;
