@@ -228,6 +228,21 @@ fn a_quarantine_block_read_as_rows_to_quarantine_quarantines_what_it_selects() {
 }
 
 #[test]
+fn a_dlt_meta_quarantine_block_read_the_wrong_way_quarantines_the_good_rows() {
+    let (tmp, config) = project_with(
+        "bronze_dqe.json",
+        QUARANTINE_ROWS_TO_QUARANTINE,
+        r#", quarantine_expressions = "valid_rows""#,
+    );
+    let (rows, _) = quarantine_drop();
+    run_january(tmp.path(), &config, &rows);
+    assert_eq!(
+        Outcome::found(tmp.path()),
+        Outcome::expected(&rows, &[0, 2, 3, 4], &[], &[1])
+    );
+}
+
+#[test]
 fn a_quarantine_block_read_as_valid_rows_quarantines_what_fails_it() {
     let (tmp, config) = project_with(
         "bronze_dqe.yaml",
