@@ -333,7 +333,8 @@ pub async fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-/// The resolved rule set of `contributor`, as text.
+/// The resolved rule set of `contributor`, as text: each rule as it is evaluated
+/// (the valid-row form: a dlt-meta `rows_to_quarantine` expression shows negated).
 pub fn describe_rules(plan: &crate::config::Plan, contributor: &str) -> Result<String> {
     crate::core::drop::check_contributor(contributor)?;
     let (contributor_type, rules) = plan.rules_for(contributor)?;
@@ -344,7 +345,7 @@ pub fn describe_rules(plan: &crate::config::Plan, contributor: &str) -> Result<S
     );
     for rule in rules {
         out.push_str(&format!(
-            "\n{} [{} / {}{}] from {}\n    {}\n",
+            "\n{} [{} / {}{}] from {}\n    passes when {}\n",
             rule.name,
             rule.scope.as_str(),
             rule.severity.as_str(),

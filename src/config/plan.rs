@@ -514,7 +514,7 @@ fn rule_drafts(
         })
         .collect();
     for file in &raw.rule_files {
-        match read_rule_file(&base.join(&file.path), &file.contributor_types) {
+        match read_rule_file(&base.join(&file.path), file) {
             Ok(more) => drafts.extend(more),
             Err(problem) => problems.push(format!("rule_files: {problem}")),
         }

@@ -123,6 +123,22 @@ pub struct RuleFileConfig {
     /// Default: `["*"]`. A control CSV names the type on each row.
     #[serde(default = "default_all_types")]
     pub contributor_types: Vec<String>,
+    /// For dlt-meta files: how the `expect_or_quarantine` expressions read. Required when
+    /// the file has an `expect_or_quarantine` block; refused on a control CSV.
+    #[serde(default)]
+    pub quarantine_expressions: Option<QuarantineExpressions>,
+}
+
+/// How the expressions of a dlt-meta `expect_or_quarantine` block read. Both
+/// readings exist in the wild, so a file's reading is declared, never guessed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuarantineExpressions {
+    /// Each expression describes a valid row, like every other rule: false or NULL quarantines.
+    ValidRows,
+    /// Each expression selects the rows to quarantine, as dlt-meta itself reads the block:
+    /// true or NULL quarantines (the rule runs as `(<expression>) IS FALSE`).
+    RowsToQuarantine,
 }
 
 /// A metric computed per contributor and period over the rows of that period.
@@ -347,7 +363,8 @@ pub struct RuleConfig {
     /// SQL boolean expression over the row's columns and `prev_<column>` (the previous state).
     pub expression: String,
     /// `warn`, `drop`, `quarantine` or `fail` (also `warning`, `critical`, `fatal`, and the
-    /// dlt names `expect`, `expect_or_drop`, `expect_or_quarantine`, `expect_or_fail`).
+    /// dlt names `expect`, `expect_or_drop`, `expect_or_quarantine`, `expect_or_fail` and
+    /// `expect_all`, `expect_all_or_drop`, `expect_all_or_fail`).
     pub severity: String,
     /// Contributor types the rule applies to; `*` for all. Default: `["*"]`.
     #[serde(default = "default_all_types")]

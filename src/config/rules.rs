@@ -35,14 +35,15 @@ pub enum Severity {
 }
 
 impl Severity {
-    /// Parses a severity in silverline's or dlt-meta's vocabulary.
+    /// Parses a severity in silverline's or dlt-meta's vocabulary (the `expect_all*`
+    /// blocks mean what their `expect*` twins mean).
     pub fn parse(text: &str) -> Option<Severity> {
         match text.trim().to_ascii_lowercase().as_str() {
-            "warn" | "warning" | "expect" => Some(Severity::Warn),
+            "warn" | "warning" | "expect" | "expect_all" => Some(Severity::Warn),
             "pending" => Some(Severity::Pending),
-            "drop" | "expect_or_drop" => Some(Severity::Drop),
+            "drop" | "expect_or_drop" | "expect_all_or_drop" => Some(Severity::Drop),
             "quarantine" | "critical" | "expect_or_quarantine" => Some(Severity::Quarantine),
-            "fail" | "fatal" | "expect_or_fail" => Some(Severity::Fail),
+            "fail" | "fatal" | "expect_or_fail" | "expect_all_or_fail" => Some(Severity::Fail),
             _ => None,
         }
     }
@@ -286,6 +287,9 @@ mod tests {
             ("expect_or_quarantine", Severity::Quarantine),
             ("fatal", Severity::Fail),
             ("expect_or_fail", Severity::Fail),
+            ("expect_all", Severity::Warn),
+            ("expect_all_or_drop", Severity::Drop),
+            ("expect_all_or_fail", Severity::Fail),
         ];
         for (text, expected) in cases {
             assert_eq!(Severity::parse(text), Some(expected), "{text}");

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::config::raw::RuleConfig;
+use crate::config::raw::{QuarantineExpressions, RuleConfig, RuleFileConfig};
 
 /// A rule as written, with where it was written.
 #[derive(Debug, Clone)]
@@ -31,23 +31,32 @@ pub const CONTROL_CSV_COLUMNS: [&str; 7] = [
     "enabled",
 ];
 
-/// Reads a rule file by its extension; `types` applies to dlt-meta files.
-pub fn read_rule_file(path: &Path, types: &[String]) -> Result<Vec<RuleDraft>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+/// Reads a rule file by its extension, as its `rule_files` entry says
+/// (`contributor_types` and `quarantine_expressions` apply to dlt-meta files).
+pub fn read_rule_file(path: &Path, entry: &RuleFileConfig) -> Result<Vec<RuleDraft>, String> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
     let extension = path
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase();
     match extension.as_str() {
-        "csv" => read_control_csv(&text, &path.display().to_string()),
+        "csv" if entry.quarantine_expressions.is_some() => Err(format!(
+            "{file}: quarantine_expressions is for dlt-meta files (.json, .yaml, .yml); \
+             a control CSV's expressions always describe a valid row"
+        )),
+        "csv" => read_control_csv(&text, &file),
         "json" | "yaml" | "yml" => {
-            read_dlt_expectations(&text, &path.display().to_string(), &extension, types)
+            let dlt = DltFile {
+                file: &file,
+                types: &entry.contributor_types,
+                quarantine: entry.quarantine_expressions,
+            };
+            dlt.read(&text, &extension)
         }
         _ => Err(format!(
-            "{}: unknown rule file type (expected .csv, .json, .yaml or .yml)",
-            path.display()
+            "{file}: unknown rule file type (expected .csv, .json, .yaml or .yml)"
         )),
     }
 }
@@ -130,58 +139,155 @@ fn parse_enabled(text: &str) -> Option<bool> {
     }
 }
 
-/// The four blocks of a dlt-meta expectations file, each rule name -> SQL.
+/// The seven blocks of a dlt-meta expectations file, each rule name -> SQL.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DltExpectations {
     #[serde(default)]
     expect: BTreeMap<String, String>,
     #[serde(default)]
+    expect_all: BTreeMap<String, String>,
+    #[serde(default)]
     expect_or_drop: BTreeMap<String, String>,
+    #[serde(default)]
+    expect_all_or_drop: BTreeMap<String, String>,
     #[serde(default)]
     expect_or_quarantine: BTreeMap<String, String>,
     #[serde(default)]
     expect_or_fail: BTreeMap<String, String>,
+    #[serde(default)]
+    expect_all_or_fail: BTreeMap<String, String>,
 }
 
-/// Reads a dlt-meta expectations file as it is; every expression describes a valid row.
-pub fn read_dlt_expectations(
-    text: &str,
-    file: &str,
-    format: &str,
-    types: &[String],
-) -> Result<Vec<RuleDraft>, String> {
-    let parsed: DltExpectations = if format == "json" {
-        serde_json::from_str(text).map_err(|e| format!("{file}: {e}"))?
-    } else {
-        serde_yaml_ng::from_str(text).map_err(|e| format!("{file}: {e}"))?
-    };
-    let blocks = [
-        ("expect", parsed.expect),
-        ("expect_or_drop", parsed.expect_or_drop),
-        ("expect_or_quarantine", parsed.expect_or_quarantine),
-        ("expect_or_fail", parsed.expect_or_fail),
-    ];
-    Ok(blocks
-        .into_iter()
-        .flat_map(|(block, rules)| {
-            rules.into_iter().map(move |(name, expression)| RuleDraft {
-                origin: format!("{file} [{block}.{name}]"),
-                config: RuleConfig {
-                    name,
-                    expression,
-                    severity: block.to_string(),
-                    contributor_types: types.to_vec(),
-                    description: None,
-                    scope: "row".to_string(),
-                    filter: None,
-                    escalate_above: None,
-                    escalate_to: None,
-                    enabled: true,
-                },
+/// The block whose expressions have two readings in the wild.
+const QUARANTINE_BLOCK: &str = "expect_or_quarantine";
+
+/// One block: its name (which is also its rules' severity) and its rules.
+type Block = (&'static str, BTreeMap<String, String>);
+
+impl DltExpectations {
+    /// The blocks, named, in the order their rules are listed.
+    fn into_blocks(self) -> [Block; 7] {
+        [
+            ("expect", self.expect),
+            ("expect_all", self.expect_all),
+            ("expect_or_drop", self.expect_or_drop),
+            ("expect_all_or_drop", self.expect_all_or_drop),
+            (QUARANTINE_BLOCK, self.expect_or_quarantine),
+            ("expect_or_fail", self.expect_or_fail),
+            ("expect_all_or_fail", self.expect_all_or_fail),
+        ]
+    }
+}
+
+/// A dlt-meta expectations file and what its `rule_files` entry says about it.
+pub struct DltFile<'a> {
+    /// The file, as errors and origins name it.
+    pub file: &'a str,
+    /// The contributor types its rules apply to.
+    pub types: &'a [String],
+    /// How its `expect_or_quarantine` expressions read; required when it has such a block.
+    pub quarantine: Option<QuarantineExpressions>,
+}
+
+impl DltFile<'_> {
+    /// Reads the file's `text` (`format` `json`, else YAML) as it is: the `expect_all*`
+    /// blocks mean what their `expect*` twins mean, and every rule comes out in the
+    /// valid-row form (a `rows_to_quarantine` expression negated, NULL-safely).
+    pub fn read(&self, text: &str, format: &str) -> Result<Vec<RuleDraft>, String> {
+        let parsed: DltExpectations = if format == "json" {
+            serde_json::from_str(text).map_err(|e| format!("{}: {e}", self.file))?
+        } else {
+            serde_yaml_ng::from_str(text).map_err(|e| format!("{}: {e}", self.file))?
+        };
+        let blocks = parsed.into_blocks();
+        self.check_names_once(&blocks)?;
+        self.check_quarantine_reading(&blocks)?;
+        Ok(blocks
+            .into_iter()
+            .flat_map(|(block, rules)| {
+                rules
+                    .into_iter()
+                    .map(move |(name, written)| self.draft(block, name, written))
             })
-        })
-        .collect())
+            .collect())
+    }
+
+    /// A rule name may stand in one block only: which severity it has would be a guess.
+    fn check_names_once(&self, blocks: &[Block]) -> Result<(), String> {
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut problems = Vec::new();
+        for (block, rules) in blocks {
+            for name in rules.keys() {
+                match seen.get(name.as_str()) {
+                    Some(first) => problems.push(format!(
+                        "{}: rule '{name}' is in two blocks, {first} and {block}: \
+                         a rule name may stand in one block only",
+                        self.file
+                    )),
+                    None => {
+                        seen.insert(name, block);
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// An `expect_or_quarantine` block is read only as its entry declares.
+    fn check_quarantine_reading(&self, blocks: &[Block]) -> Result<(), String> {
+        let has_block = blocks
+            .iter()
+            .any(|(block, rules)| *block == QUARANTINE_BLOCK && !rules.is_empty());
+        if has_block && self.quarantine.is_none() {
+            return Err(format!(
+                "{}: has an {QUARANTINE_BLOCK} block: its rule_files entry must set \
+                 quarantine_expressions = \"valid_rows\" (each expression describes a valid row) \
+                 or \"rows_to_quarantine\" (each selects the rows to quarantine, as dlt-meta reads them)",
+                self.file
+            ));
+        }
+        Ok(())
+    }
+
+    /// The draft of one rule of `block`, in the valid-row form.
+    fn draft(&self, block: &str, name: String, written: String) -> RuleDraft {
+        let reading = (block == QUARANTINE_BLOCK)
+            .then_some(self.quarantine)
+            .flatten();
+        let (origin, expression, description) = match reading {
+            None => (format!("{} [{block}.{name}]", self.file), written, None),
+            Some(QuarantineExpressions::ValidRows) => (
+                format!("{} [{block}.{name}, valid_rows]", self.file),
+                written,
+                None,
+            ),
+            Some(QuarantineExpressions::RowsToQuarantine) => (
+                format!("{} [{block}.{name}, rows_to_quarantine]", self.file),
+                format!("({written}) IS FALSE"),
+                Some(format!("rows to quarantine: {written}")),
+            ),
+        };
+        RuleDraft {
+            origin,
+            config: RuleConfig {
+                name,
+                expression,
+                severity: block.to_string(),
+                contributor_types: self.types.to_vec(),
+                description,
+                scope: "row".to_string(),
+                filter: None,
+                escalate_above: None,
+                escalate_to: None,
+                enabled: true,
+            },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -222,24 +328,46 @@ mod tests {
         );
     }
 
+    fn read_dlt(
+        text: &str,
+        file: &str,
+        quarantine: Option<QuarantineExpressions>,
+    ) -> Result<Vec<RuleDraft>, String> {
+        let types = vec!["*".to_string()];
+        let format = if file.ends_with(".json") {
+            "json"
+        } else {
+            "yaml"
+        };
+        DltFile {
+            file,
+            types: &types,
+            quarantine,
+        }
+        .read(text, format)
+    }
+
+    /// (name, severity, expression) of each draft.
+    fn shape(drafts: &[RuleDraft]) -> Vec<(String, String, String)> {
+        drafts
+            .iter()
+            .map(|r| {
+                (
+                    r.config.name.clone(),
+                    r.config.severity.clone(),
+                    r.config.expression.clone(),
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn dlt_json_and_yaml_twins_give_the_same_rules() {
         let json = r#"{"expect": {"w": "a > 0"}, "expect_or_quarantine": {"q": "b IS NOT NULL"}}"#;
         let yaml = "expect:\n  w: a > 0\nexpect_or_quarantine:\n  q: b IS NOT NULL\n";
-        let types = vec!["*".to_string()];
-        let from_json = read_dlt_expectations(json, "e.json", "json", &types).unwrap();
-        let from_yaml = read_dlt_expectations(yaml, "e.yaml", "yaml", &types).unwrap();
-        let shape = |d: &[RuleDraft]| {
-            d.iter()
-                .map(|r| {
-                    (
-                        r.config.name.clone(),
-                        r.config.severity.clone(),
-                        r.config.expression.clone(),
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
+        let valid_rows = Some(QuarantineExpressions::ValidRows);
+        let from_json = read_dlt(json, "e.json", valid_rows).unwrap();
+        let from_yaml = read_dlt(yaml, "e.yaml", valid_rows).unwrap();
         assert_eq!(shape(&from_json), shape(&from_yaml));
         assert_eq!(
             shape(&from_json)[1],
@@ -249,12 +377,77 @@ mod tests {
                 "b IS NOT NULL".into()
             )
         );
+        assert_eq!(
+            from_json[1].origin,
+            "e.json [expect_or_quarantine.q, valid_rows]"
+        );
+    }
+
+    #[test]
+    fn the_expect_all_blocks_keep_their_block_as_severity_in_file_order() {
+        let yaml = "expect_all_or_fail:\n  f: a > 0\nexpect_all:\n  w: b > 0\n\
+                    expect_all_or_drop:\n  d: c > 0\n";
+        let drafts = read_dlt(yaml, "e.yaml", None).unwrap();
+        let severities: Vec<(String, String)> = shape(&drafts)
+            .into_iter()
+            .map(|(name, severity, _)| (name, severity))
+            .collect();
+        assert_eq!(
+            severities,
+            [
+                ("w".into(), "expect_all".into()),
+                ("d".into(), "expect_all_or_drop".into()),
+                ("f".into(), "expect_all_or_fail".into()),
+            ]
+        );
+        assert_eq!(drafts[1].origin, "e.yaml [expect_all_or_drop.d]");
+    }
+
+    #[test]
+    fn a_rule_name_in_two_blocks_names_both_blocks_and_the_file() {
+        let json = r#"{"expect_or_drop": {"valid_id": "id IS NOT NULL"},
+                       "expect_all_or_drop": {"valid_id": "id IS NOT NULL"}}"#;
+        let err = read_dlt(json, "dqe.json", None).unwrap_err();
+        assert!(
+            err.contains("dqe.json")
+                && err.contains("'valid_id'")
+                && err.contains("expect_or_drop and expect_all_or_drop"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_quarantine_block_without_a_declared_reading_is_refused() {
+        let json = r#"{"expect_or_quarantine": {"quarantine_rule": "id IS NULL"}}"#;
+        let err = read_dlt(json, "dqe.json", None).unwrap_err();
+        assert!(
+            err.contains("dqe.json") && err.contains("quarantine_expressions"),
+            "{err}"
+        );
+        assert!(read_dlt(r#"{"expect_or_quarantine": {}}"#, "dqe.json", None).is_ok());
+    }
+
+    #[test]
+    fn rows_to_quarantine_runs_negated_and_says_so() {
+        let json = r#"{"expect_or_quarantine": {"quarantine_rule": "a IS NULL OR b < 0"},
+                       "expect": {"w": "c > 0"}}"#;
+        let reading = Some(QuarantineExpressions::RowsToQuarantine);
+        let drafts = read_dlt(json, "dqe.json", reading).unwrap();
+        assert_eq!(drafts[1].config.expression, "(a IS NULL OR b < 0) IS FALSE");
+        assert_eq!(
+            drafts[1].origin,
+            "dqe.json [expect_or_quarantine.quarantine_rule, rows_to_quarantine]"
+        );
+        assert_eq!(
+            drafts[1].config.description.as_deref(),
+            Some("rows to quarantine: a IS NULL OR b < 0")
+        );
+        assert_eq!(drafts[0].config.expression, "c > 0");
     }
 
     #[test]
     fn an_unknown_dlt_block_is_refused() {
-        let err = read_dlt_expectations("{\"expect_or_explode\": {}}", "e.json", "json", &[])
-            .unwrap_err();
+        let err = read_dlt("{\"expect_or_explode\": {}}", "e.json", None).unwrap_err();
         assert!(err.contains("expect_or_explode"), "{err}");
     }
 }

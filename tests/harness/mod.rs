@@ -3,7 +3,13 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use assert_cmd::Command;
 use chrono::NaiveDate;
@@ -108,4 +114,56 @@ pub fn everything_written(root: &Path, run_output: &str) -> Vec<(String, String)
         texts.push((path.display().to_string(), text));
     }
     texts
+}
+
+/// The `account_id` of every row set aside under `data/dq_error/<kind>/`
+/// (`quarantine`, `dropped`, `pending`).
+pub fn set_aside_accounts(root: &Path, kind: &str) -> BTreeSet<String> {
+    let mut accounts = BTreeSet::new();
+    for path in walk(&root.join("data/dq_error").join(kind)) {
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let column = reader
+            .headers()
+            .unwrap()
+            .iter()
+            .position(|h| h == "account_id")
+            .unwrap();
+        for record in reader.records() {
+            accounts.insert(record.unwrap()[column].to_string());
+        }
+    }
+    accounts
+}
+
+/// The `account_id` of every row in the data files of the Silver table
+/// `silver.credit_statements` (all of them live after one commit).
+pub fn committed_accounts(root: &Path) -> BTreeSet<String> {
+    let table = root.join("data/warehouse/silver/credit_statements");
+    let mut accounts = BTreeSet::new();
+    for path in walk(&table)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+    {
+        let file = std::fs::File::open(&path).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let column =
+                cast(batch.column_by_name("account_id").unwrap(), &DataType::Utf8).unwrap();
+            let values = column.as_any().downcast_ref::<StringArray>().unwrap();
+            accounts.extend(values.iter().flatten().map(str::to_string));
+        }
+    }
+    accounts
+}
+
+/// Every run summary written under `data/dq_error/summaries`.
+pub fn summaries(root: &Path) -> Vec<serde_json::Value> {
+    walk(&root.join("data/dq_error/summaries"))
+        .iter()
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect()
 }
