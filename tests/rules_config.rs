@@ -102,7 +102,14 @@ async fn a_dlt_json_file_and_its_yaml_twin_give_identical_results() {
         "rules/credit_expectations.json",
         "rules/credit_expectations.yaml",
     ] {
-        let (_tmp, ws) = workspace_with(DEFAULT_CONFIG, &[("rule_files.0.path", file)]).await;
+        let (_tmp, ws) = workspace_with(
+            DEFAULT_CONFIG,
+            &[
+                ("rule_files.0.path", file),
+                ("rule_files.0.quarantine_expressions", "valid_rows"),
+            ],
+        )
+        .await;
         let mut bank = Portfolio::new("BANK_D", 60, false, 2);
         let summary = history_then(&ws, &mut bank, "BANK_D", |rows| {
             mis_map_limits(&mut rows[..10]);
