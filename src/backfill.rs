@@ -4,9 +4,9 @@
 //! backfill that is stopped and restarted never commits a drop twice.
 
 use crate::config::Plan;
+use crate::core::drop::DropRef;
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
-use crate::core::drop::DropRef;
 use crate::pipeline::summary::{RunStatus, Summary};
 use crate::pipeline::{RunOptions, run};
 

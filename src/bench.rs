@@ -18,14 +18,14 @@ use chrono::NaiveDate;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
 use crate::config::Plan;
+use crate::core::drop::DropFile;
 use crate::demo::Workspace;
 use crate::demo::generate::{Portfolio, Statement, month_end, months, to_csv};
 use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_or_create_silver};
-use crate::infra::storage::Stores;
-use crate::core::drop::DropFile;
-use crate::pipeline::read::read_drop;
 use crate::infra::datafile::write_silver_files;
+use crate::infra::storage::Stores;
+use crate::pipeline::read::read_drop;
 
 const CONTRIBUTOR: &str = "BENCH_BANK";
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::config::load_plan;
-use crate::error::Result;
 use crate::core::drop::DropRef;
+use crate::error::Result;
 use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};

@@ -15,8 +15,8 @@ use crate::config::Plan;
 use crate::error::{Error, Result};
 use crate::infra::catalog::exceptions_ident;
 use crate::infra::catalog::{connect, table_ident};
-use crate::infra::storage::Stores;
 use crate::infra::ledger::{ledger_key, ledger_value, unledgered_runs};
+use crate::infra::storage::Stores;
 
 /// How much history to keep.
 #[derive(Debug, Clone, Copy)]

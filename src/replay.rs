@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use sha2::{Digest, Sha256};
 
 use crate::config::Plan;
+use crate::core::drop::DropRef;
 use crate::error::{Error, Result};
 use crate::exceptions::backlog::states;
 use crate::exceptions::record::{CarriedException, REPLAY_MANIFEST, manifest_csv};
@@ -28,7 +29,6 @@ use crate::exceptions::store::{load_or_create_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::infra::catalog::connect;
 use crate::infra::storage::{Location, Stores};
-use crate::core::drop::DropRef;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use crate::transient::EXCEPTION_ID;
 

@@ -84,14 +84,14 @@ async fn corrected_quarantine_rows_are_replayed() {
 async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() {
     use iceberg::ErrorKind;
     use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    use silverline::core::drop::DropFile;
     use silverline::demo::generate::to_csv;
     use silverline::infra::catalog::{connect, load_silver};
+    use silverline::infra::datafile::write_silver_files;
     use silverline::infra::pinned::PinnedCatalog;
     use silverline::infra::storage::Stores;
     use silverline::pipeline::RunOptions;
-    use silverline::core::drop::DropFile;
     use silverline::pipeline::read::read_drop;
-    use silverline::infra::datafile::write_silver_files;
 
     let tw = workspace().await;
     let ws = &tw.ws;

@@ -24,9 +24,9 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use silverline::exceptions::figures::{BacklogFigures, RuleBacklog, WeekFlow};
 use silverline::pipeline::summary::Counts;
 use silverline::report::html::write_report;
-use silverline::exceptions::figures::{BacklogFigures, RuleBacklog, WeekFlow};
 use silverline::report::model::{ReportData, RunPoint, Section};
 
 /// How long any one browser launch may take before the test gives up.

@@ -251,8 +251,8 @@ async fn an_iceberg_table_can_be_the_reference() {
     use iceberg::transaction::{ApplyTransactionAction, Transaction};
     use iceberg::{NamespaceIdent, TableCreation};
     use silverline::infra::catalog::connect;
-    use silverline::infra::storage::Stores;
     use silverline::infra::datafile::write_silver_files;
+    use silverline::infra::storage::Stores;
 
     let overrides = [
         ("references.0.format", "iceberg"),

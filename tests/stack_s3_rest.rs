@@ -23,8 +23,8 @@ use common::{
     stack_workspace_with, suite,
 };
 use silverline::demo::generate::Portfolio;
+use silverline::infra::ledger::RUN_KEY_PROPERTY;
 use silverline::pipeline::RunOptions;
-use silverline::infra::append::RUN_KEY_PROPERTY;
 use silverline::pipeline::summary::RunStatus;
 
 fn month(y: i32, m: u32) -> NaiveDate {

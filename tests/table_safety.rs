@@ -15,11 +15,11 @@ use std::process::Stdio;
 use assert_cmd::Command;
 use chrono::NaiveDate;
 use iceberg::table::Table;
+use silverline::core::drop::DropRef;
 use silverline::demo::generate::{Portfolio, double_limits};
 use silverline::demo::{DEFAULT_CONFIG, Workspace};
 use silverline::infra::catalog::METRICS_COLUMN_PREFIX;
 use silverline::pipeline::RunOptions;
-use silverline::core::drop::DropRef;
 
 fn silverline<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> assert_cmd::assert::Assert {
     Command::cargo_bin("silverline")

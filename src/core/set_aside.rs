@@ -20,5 +20,4 @@ impl SetAside {
             SetAside::Pending => "pending",
         }
     }
-
 }

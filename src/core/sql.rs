@@ -13,7 +13,6 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::error::{Error, Result};
 
-
 /// A session with silverline's settings.
 pub fn new_session() -> SessionContext {
     let mut config = SessionConfig::new();
@@ -61,8 +60,7 @@ pub fn register_table(
         partitions[i % lanes].push(batch);
     }
     let table = MemTable::try_new(schema, partitions).map_err(Error::query(stage))?;
-    ctx.deregister_table(name)
-        .map_err(Error::query(stage))?;
+    ctx.deregister_table(name).map_err(Error::query(stage))?;
     ctx.register_table(name, Arc::new(table))
         .map_err(Error::query(stage))?;
     Ok(())
@@ -88,4 +86,3 @@ pub fn quote(name: &str) -> String {
 pub fn sql_string(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }
-

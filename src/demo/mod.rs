@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::plan::ReferenceFormat;
 use crate::config::{Plan, parse_plan};
+use crate::core::drop::DropRef;
 use crate::error::{Error, Result};
 use crate::infra::storage::{Location, Stores};
-use crate::core::drop::DropRef;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use generate::{Statement, holders_csv, to_csv};
 

@@ -57,4 +57,3 @@ pub struct WeekFlow {
     /// Exceptions that left.
     pub exited: u64,
 }
-

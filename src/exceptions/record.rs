@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 use super::{ExceptionEvent, ExceptionStatus, exception_id};
 use crate::config::contract::Contract;
 use crate::config::rules::Severity;
-use crate::error::{Error, Result};
-use crate::infra::storage::Location;
 use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
+use crate::error::{Error, Result};
+use crate::infra::storage::Location;
 use crate::transient::{DQ_ERRORS, EXCEPTION_ID, SOURCE_FILE, SOURCE_LINE};
 
 /// The file, in a replay drop's folder, that names the exception behind each

@@ -21,12 +21,13 @@ use iceberg::{Catalog, TableCreation};
 
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
-use crate::error::{Error, Result};
-use crate::infra::catalog::{exceptions_ident, load_or_create_table, owned_table_properties};
-use crate::infra::append::{Committed, RUN_KEY_PROPERTY, RunAppend, append_for_run};
-use crate::infra::ledger::find_committed;
 use crate::core::place::RunPlace;
+use crate::error::{Error, Result};
+use crate::infra::append::{Committed, RunAppend, append_for_run};
+use crate::infra::catalog::{exceptions_ident, load_or_create_table, owned_table_properties};
 use crate::infra::datafile::write_silver_files;
+use crate::infra::ledger::RUN_KEY_PROPERTY;
+use crate::infra::ledger::find_committed;
 
 /// The columns of the exception table, in order: (name, type, required).
 const COLUMNS: [(&str, PrimitiveType, bool); 15] = [

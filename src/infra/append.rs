@@ -22,11 +22,10 @@ use iceberg::{Catalog, ErrorKind, TableIdent};
 
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
-use crate::infra::ledger::{find_committed, ledger_key, ledger_value, snapshot_with_run_key};
+use crate::infra::ledger::{
+    RUN_KEY_PROPERTY, find_committed, ledger_key, ledger_value, snapshot_with_run_key,
+};
 use crate::infra::pinned::PinnedCatalog;
-
-/// Snapshot property holding the run key.
-pub const RUN_KEY_PROPERTY: &str = "silverline.run-key";
 
 /// What the commit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

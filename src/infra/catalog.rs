@@ -535,10 +535,7 @@ impl std::fmt::Display for Adoption {
 pub async fn adopt_tables(plan: &Plan, chosen: Option<&str>) -> Result<Vec<Adoption>> {
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let catalog = connect(&plan.catalog, &stores).await?;
-    let idents = [
-        table_ident(&plan.table),
-        exceptions_ident(plan),
-    ];
+    let idents = [table_ident(&plan.table), exceptions_ident(plan)];
     let mut done = Vec::new();
     for ident in &idents {
         done.push(adopt_table(catalog.as_ref(), plan, ident, chosen).await?);

@@ -13,7 +13,9 @@ use iceberg::table::Table;
 
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
-use crate::infra::append::RUN_KEY_PROPERTY;
+
+/// Snapshot property holding the run key.
+pub const RUN_KEY_PROPERTY: &str = "silverline.run-key";
 
 /// Prefix of the ledger's table properties; the run key follows it.
 pub const LEDGER_PREFIX: &str = "silverline.committed.";
@@ -118,4 +120,3 @@ impl ClassifyName for serde_json::Error {
         }
     }
 }
-

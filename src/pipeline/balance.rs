@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use iceberg::spec::DataFile;
 
+use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
-use crate::core::set_aside::SetAside;
 use crate::pipeline::write::Written;
 
 /// A run whose books closed: received == silver + quarantined + dropped + pending.

@@ -11,11 +11,12 @@ use iceberg::Catalog;
 
 use crate::config::Plan;
 use crate::core::place::RunPlace;
-use crate::error::Result;
-use crate::infra::append::{Committed, JudgedOn, RUN_KEY_PROPERTY, RunAppend, append_for_run};
-use crate::infra::catalog::table_ident;
-use crate::pipeline::balance::Balanced;
 use crate::core::set_aside::SetAside;
+use crate::error::Result;
+use crate::infra::append::{Committed, JudgedOn, RunAppend, append_for_run};
+use crate::infra::catalog::table_ident;
+use crate::infra::ledger::RUN_KEY_PROPERTY;
+use crate::pipeline::balance::Balanced;
 
 /// Who is committing: the run's key, place and the rule set that judged it.
 #[derive(Debug, Clone, Copy)]

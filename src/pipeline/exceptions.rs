@@ -11,15 +11,15 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::Context;
+use super::write::dq_file;
 use crate::core::drop::DropRef;
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
-use super::write::dq_file;
 use crate::error::Result;
 use crate::exceptions::backlog::{figures, states};
+use crate::exceptions::figures::BacklogFigures;
 use crate::exceptions::record::{ExceptionIds, RunRecord, load_carried, run_events};
 use crate::exceptions::store::{append_events, has_run, load_or_create_exceptions, read_events};
-use crate::exceptions::figures::BacklogFigures;
 
 /// A run whose rows are in Silver.
 #[derive(Debug, Clone)]

@@ -71,4 +71,3 @@ fn to_csv(rows: &RecordBatch) -> Result<Vec<u8>> {
     }
     Ok(out)
 }
-

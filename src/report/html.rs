@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use super::charts;
 use super::escape::escape;
 use super::model::{ReportData, RunPoint, Section};
-use crate::exceptions::figures::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekFlow};
 use crate::error::Error;
+use crate::exceptions::figures::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekFlow};
 
 /// The runs table lists at most this many of a section's latest runs.
 pub const MAX_LATEST_RUNS: usize = 25;

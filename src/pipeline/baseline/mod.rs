@@ -29,9 +29,9 @@ use iceberg_datafusion::IcebergStaticTableProvider;
 
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
-use crate::error::{Error, Result};
-use crate::core::sql::{new_session, quote, register_table, sql_string};
 use crate::core::keys::KeyIndex;
+use crate::core::sql::{new_session, quote, register_table, sql_string};
+use crate::error::{Error, Result};
 use futures::TryStreamExt;
 
 /// The drop's rows with their previous state attached, not yet computed.

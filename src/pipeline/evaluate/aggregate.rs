@@ -18,10 +18,11 @@ use chrono::NaiveDate;
 use serde::Serialize;
 
 use super::committed::CommittedPeriods;
+use super::metrics::{metric_columns, metrics_by_period_sql};
 use crate::config::plan::Metric;
 use crate::config::rules::Rule;
-use crate::error::{Error, Result};
 use crate::core::sql::{quote, register_frame, register_table};
+use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
 use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label, rule_failure};
 use crate::transient::{PERIOD, prev_column};
@@ -138,17 +139,6 @@ async fn blame_aggregate(
     Error::query("aggregate")(together)
 }
 
-/// The columns the metrics read, quoted, each followed by a comma.
-pub(super) fn metric_columns(metrics: &[Metric]) -> String {
-    let mut columns: Vec<&str> = metrics
-        .iter()
-        .flat_map(|m| m.columns.iter().map(String::as_str))
-        .collect();
-    columns.sort_unstable();
-    columns.dedup();
-    columns.iter().map(|c| format!("{}, ", quote(c))).collect()
-}
-
 /// The drop's rows with their period (computed by the baseline): only the
 /// columns the metrics read.
 fn drop_rows_sql(metrics: &[Metric]) -> String {
@@ -156,35 +146,6 @@ fn drop_rows_sql(metrics: &[Metric]) -> String {
         "SELECT {}{} AS p FROM baselined",
         metric_columns(metrics),
         quote(PERIOD)
-    )
-}
-
-/// Each period's metrics over the rows of `table` (one aggregation per
-/// metric, joined on the period: a metric counting distinct values is then
-/// planned as a plain GROUP BY, far cheaper than a distinct accumulator).
-pub(super) fn metrics_by_period_sql(metrics: &[Metric], table: &str) -> String {
-    let metric_tables: String = metrics
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            format!(
-                ", metric_{i} AS (SELECT p, {} AS {} FROM {table} GROUP BY p)",
-                m.expression,
-                quote(&m.name)
-            )
-        })
-        .collect();
-    let metric_columns: String = metrics
-        .iter()
-        .enumerate()
-        .map(|(i, m)| format!(", metric_{i}.{}", quote(&m.name)))
-        .collect();
-    let metric_joins: String = (0..metrics.len())
-        .map(|i| format!(" LEFT JOIN metric_{i} ON metric_{i}.p = periods.p"))
-        .collect();
-    format!(
-        "WITH periods AS (SELECT DISTINCT p FROM {table}){metric_tables} \
-         SELECT periods.p{metric_columns} FROM periods{metric_joins}"
     )
 }
 

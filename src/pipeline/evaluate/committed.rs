@@ -24,15 +24,15 @@ use iceberg::spec::Datum;
 use iceberg::table::Table;
 use sha2::{Digest, Sha256};
 
-use super::aggregate::{metric_columns, metrics_by_period_sql};
+use super::metrics::{metric_columns, metrics_by_period_sql};
 use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
-use crate::error::{Error, Result};
 use crate::core::sql::new_session;
+use crate::core::sql::{quote, register_frame, sql_string};
+use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
-use crate::core::sql::{quote, register_frame, sql_string};
 use crate::pipeline::baseline::{comparison_window, register_history_source};
 
 /// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.

@@ -15,6 +15,7 @@
 
 pub mod aggregate;
 pub mod committed;
+pub mod metrics;
 pub mod reference;
 
 use std::sync::Arc;

@@ -15,10 +15,10 @@ use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::config::plan::{Reference, ReferenceFormat};
+use crate::core::keys::KeyIndex;
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::baseline::Baselined;
-use crate::core::keys::KeyIndex;
 use crate::transient::{REF_PREFIX, with_columns};
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};

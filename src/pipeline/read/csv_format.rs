@@ -11,8 +11,8 @@
 use super::typing::TypedRows;
 use super::{ParseReject, RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
-use crate::error::{Error, Result};
 use crate::core::drop::DropFile;
+use crate::error::{Error, Result};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 

@@ -18,8 +18,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
 use crate::config::contract::Contract;
-use crate::error::{Error, Result};
 use crate::core::drop::DropFile;
+use crate::error::{Error, Result};
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
 /// The name of the parse rule, as it appears in dq_error files and summaries.

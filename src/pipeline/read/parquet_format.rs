@@ -10,8 +10,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use super::typing::TypedRows;
 use super::{RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
-use crate::error::{Error, Result};
 use crate::core::drop::DropFile;
+use crate::error::{Error, Result};
 
 /// Reads one Parquet file, typing its columns as text.
 pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
