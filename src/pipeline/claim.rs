@@ -6,10 +6,11 @@
 //! dq_error paths instead of beside them. A run key already committed to
 //! Silver means there is nothing to do (DESIGN.md invariant 5).
 
-use iceberg::table::Table;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::context::Context;
+use super::summary::Summary;
 use crate::core::drop::{DropFile, DropRef};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
@@ -22,14 +23,18 @@ pub enum Claimed {
     /// Not committed yet: go on.
     Fresh(Claim),
     /// This exact drop content is already in Silver.
-    AlreadyCommitted {
-        /// The run key.
-        run_key: String,
-        /// The snapshot that committed it, while the table still has it.
-        snapshot_id: Option<i64>,
-        /// The committed run's id and date, from the ledger or its claim marker.
-        run_place: Option<RunPlace>,
-    },
+    AlreadyCommitted(AlreadyCommitted),
+}
+
+/// A drop whose content is already in Silver.
+#[derive(Debug)]
+pub struct AlreadyCommitted {
+    /// The run key.
+    pub run_key: String,
+    /// The snapshot that committed it, while the table still has it.
+    pub snapshot_id: Option<i64>,
+    /// The committed run's id and date, from the ledger or its claim marker.
+    pub run_place: Option<RunPlace>,
 }
 
 /// A claimed run.
@@ -53,6 +58,19 @@ impl Claim {
             run_date: self.run_date.clone(),
         }
     }
+
+    /// Where the run's summary goes, relative to the dq_error root.
+    pub fn summary_path(&self) -> String {
+        let contributor = self.run_key.split('/').next().unwrap_or_default();
+        Summary::path(&self.run_date, contributor, &self.run_id)
+    }
+
+    /// Names the run in the summary and in every later log line of its span.
+    pub fn record(&self, summary: &mut Summary) {
+        summary.run_id = Some(self.run_id.clone());
+        summary.run_key = Some(self.run_key.clone());
+        tracing::Span::current().record("run_id", self.run_id.as_str());
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -66,27 +84,22 @@ struct ClaimMarker {
 /// Reads the drop, fingerprints it and claims its run. A dry run claims
 /// nothing: it takes the run's place from an existing marker or makes one up,
 /// and writes no marker.
-pub async fn claim_run(
-    bronze: &Location,
-    dq_error: &Location,
-    drop: &DropRef,
-    silver: &Table,
-    dry_run: bool,
-) -> Result<Claimed> {
-    let files = fetch_drop(bronze, drop).await?;
+pub(super) async fn claim_run(context: &Context<'_>, dry_run: bool) -> Result<Claimed> {
+    let (dq_error, drop) = (&context.dq_error, context.drop);
+    let files = fetch_drop(&context.bronze, drop).await?;
     let fingerprint = fingerprint(&files);
     let run_key = format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint);
     let path = marker_path(drop, &fingerprint);
-    if let Some(record) = find_committed(silver, &run_key)? {
+    if let Some(record) = find_committed(&context.silver, &run_key)? {
         let run_place = match record.place {
             Some(place) => Some(place),
             None => read_marker(dq_error, &path, &run_key).await?,
         };
-        return Ok(Claimed::AlreadyCommitted {
+        return Ok(Claimed::AlreadyCommitted(AlreadyCommitted {
             run_key,
             snapshot_id: record.snapshot_id,
             run_place,
-        });
+        }));
     }
     let place = match read_marker(dq_error, &path, &run_key).await? {
         Some(place) => place,

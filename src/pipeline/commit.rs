@@ -6,13 +6,21 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use iceberg::Catalog;
 
+use super::claim::{Claim, staged_summary_path};
+use super::context::Context;
+use super::exceptions::record_events;
+use super::hooks::CrashPoint;
+use super::judge::Judgement;
+use super::summary::{RunStatus, Summary, lap};
+use super::{RunOptions, committed_run};
 use crate::config::Plan;
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::infra::append::{Committed, JudgedOn, RunAppend, append_for_run};
 use crate::infra::catalog::table_ident;
 use crate::infra::ledger::RUN_KEY_PROPERTY;
@@ -29,6 +37,83 @@ pub struct RunIdentity<'a> {
     pub rules_fingerprint: &'a str,
     /// What the run's baseline saw of Silver, checked again at each attempt.
     pub judged_on: JudgedOn,
+}
+
+/// What a commit attempt leaves the run to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// Committed (by this run or a concurrent run of the same drop): done.
+    Done,
+    /// Rows of the contributor were committed since the run was judged: judge again.
+    JudgeAgain,
+}
+
+/// Commits a judged run: stages its summary beside its claim marker, appends
+/// its Silver rows with its ledger entry, then records its exception events.
+pub(super) async fn commit_run(
+    context: &Context<'_>,
+    claim: &Claim,
+    judged: Judgement,
+    judged_on: JudgedOn,
+    (options, summary): (&RunOptions, &mut Summary),
+) -> Result<Attempt> {
+    let clock = Instant::now();
+    summary.status = RunStatus::Committing;
+    let staged = staged_summary_path(&claim.run_key);
+    summary.write(&context.dq_error, &staged).await?;
+    let place = claim.place();
+    let identity = RunIdentity {
+        run_key: &claim.run_key,
+        place: &place,
+        rules_fingerprint: &summary.rules_fingerprint,
+        judged_on,
+    };
+    let contributor = &context.drop.contributor;
+    let committed = commit_silver(
+        &context.catalog,
+        context.plan,
+        judged.balanced,
+        identity,
+        contributor,
+    )
+    .await?;
+    let clock = lap(summary, "commit", clock);
+    options.hooks.crash_if(CrashPoint::AfterCommit)?;
+    match committed {
+        Committed::Snapshot(id) => {
+            summary.status = RunStatus::Committed;
+            summary.snapshot_id = Some(id);
+            let run = committed_run(summary, &claim.run_id, &claim.run_date);
+            let ids = &judged.exception_ids;
+            let recorded = record_events(context, &run, &judged.set_aside_files, ids).await?;
+            summary.backlog = Some(recorded);
+            lap(summary, "exceptions", clock);
+            Ok(Attempt::Done)
+        }
+        Committed::LostRace(id) => {
+            tracing::warn!(snapshot_id = ?id, "a concurrent run of the same drop committed it first: nothing added");
+            summary.status = RunStatus::CommittedConcurrently;
+            summary.snapshot_id = id;
+            Ok(Attempt::Done)
+        }
+        Committed::Stale => {
+            tracing::warn!(
+                "rows of this contributor were committed while the run was judged: judging it again on the table as it is now"
+            );
+            Ok(Attempt::JudgeAgain)
+        }
+    }
+}
+
+/// Other runs of the contributor kept committing during every judgement: a retry later is safe.
+pub(super) fn still_stale(plan: &Plan, judgements: u32) -> Error {
+    let target = table_ident(&plan.table).to_string();
+    Error::catalog("commit", &target)(iceberg::Error::new(
+        iceberg::ErrorKind::CatalogCommitConflicts,
+        format!(
+            "rows of this contributor were committed by other runs during each of {judgements} judgements of this drop; nothing committed"
+        ),
+    ))
 }
 
 /// Appends the balanced run's data files to Silver in one snapshot, retrying

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::evaluate::RuleOutcome;
+use std::time::Instant;
+
+use crate::config::Plan;
+use crate::config::rules::{Rule, rules_fingerprint};
+use crate::core::drop::DropRef;
+use crate::infra::catalog::table_ident;
 use crate::pipeline::evaluate::aggregate::PeriodReport;
 
 /// How the run ended.
@@ -115,6 +121,33 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// A run's summary as it starts: nothing counted yet.
+    pub fn new(plan: &Plan, drop: &DropRef, contributor_type: &str, rules: &[&Rule]) -> Summary {
+        Summary {
+            status: RunStatus::Running,
+            run_id: None,
+            run_key: None,
+            dataset: plan.contract.name.clone(),
+            table: table_ident(&plan.table).to_string(),
+            contributor: drop.contributor.clone(),
+            contributor_type: contributor_type.to_string(),
+            drop_id: drop.drop_id.clone(),
+            rules_fingerprint: rules_fingerprint(rules),
+            started_at: now(),
+            finished_at: None,
+            counts: Default::default(),
+            failures_by_severity: BTreeMap::new(),
+            rules: Vec::new(),
+            baseline: Default::default(),
+            timings_ms: BTreeMap::new(),
+            snapshot_id: None,
+            outputs: BTreeMap::new(),
+            aggregates: Vec::new(),
+            backlog: None,
+            error: None,
+        }
+    }
+
     /// Where the summary of run `run_id` is written, relative to the dq_error root.
     pub fn path(run_date: &str, contributor: &str, run_id: &str) -> String {
         format!("summaries/date={run_date}/contributor={contributor}/run={run_id}.json")
@@ -152,4 +185,22 @@ impl Summary {
         dq_error.put(path, body).await?;
         Ok(dq_error.url_of(path))
     }
+}
+
+/// Now, as summaries write times (RFC 3339, milliseconds, UTC).
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Records how long `stage` took since `since`.
+pub fn time(summary: &mut Summary, stage: &str, since: Instant) {
+    summary
+        .timings_ms
+        .insert(stage.to_string(), since.elapsed().as_millis() as u64);
+}
+
+/// Records how long `stage` took since `since`; returns now, for the next stage.
+pub fn lap(summary: &mut Summary, stage: &str, since: Instant) -> Instant {
+    time(summary, stage, since);
+    Instant::now()
 }

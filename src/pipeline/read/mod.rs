@@ -20,6 +20,7 @@ use arrow::record_batch::RecordBatch;
 use crate::config::contract::Contract;
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
+use crate::pipeline::summary::Summary;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
 /// The name of the parse rule, as it appears in dq_error files and summaries.
@@ -34,6 +35,18 @@ pub struct Batch {
     pub rejects: Vec<ParseReject>,
     /// Every record received, parsed or not.
     pub received: u64,
+}
+
+impl Batch {
+    /// Records what was read in the summary and the log.
+    pub fn record(&self, summary: &mut Summary) {
+        summary.counts.received = self.received;
+        tracing::info!(
+            received = self.received,
+            parse_rejects = self.rejects.len(),
+            "read"
+        );
+    }
 }
 
 /// A record that could not be parsed.

@@ -1,0 +1,213 @@
+//! One judgement of a drop on Silver as it is: baseline, evaluate, route,
+//! write and balance. A run judges again when its commit finds the
+//! contributor's rows committed meanwhile.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use iceberg::table::Table;
+
+use super::background::Background;
+use super::claim::Claim;
+use super::context::Context;
+use super::evaluate::RuleOutcome;
+use super::evaluate::reference::KnownKeys;
+use super::route::RunStamp;
+use super::summary::{Summary, lap};
+use super::{RunOptions, balance, baseline, evaluate, read, route, write};
+use crate::config::rules::{Rule, Scope, Severity};
+use crate::core::set_aside::SetAside;
+use crate::error::{Error, Result};
+use crate::exceptions::record::{ExceptionIds, load_carried};
+use crate::pipeline::hooks::CrashPoint;
+use crate::progress::Progress;
+
+/// The references' keys: loading in the background until first needed.
+pub(super) enum References {
+    Loading(Background<Vec<KnownKeys>>),
+    Loaded(Vec<KnownKeys>),
+}
+
+impl References {
+    async fn get(&mut self) -> Result<&[KnownKeys]> {
+        if let References::Loading(_) = self {
+            let References::Loading(work) = std::mem::replace(self, References::Loaded(Vec::new()))
+            else {
+                return Err(Error::Internal("references changed state".to_string()));
+            };
+            *self = References::Loaded(work.join().await?);
+        }
+        match self {
+            References::Loaded(keys) => Ok(keys),
+            References::Loading(_) => Err(Error::Internal("references not loaded".to_string())),
+        }
+    }
+}
+
+/// What a judged, written and balanced run hands to the commit.
+pub(super) struct Judgement {
+    /// The balanced books and the Silver data files.
+    pub(super) balanced: balance::Balanced,
+    /// The dq_error files written, by kind.
+    pub(super) set_aside_files: BTreeMap<SetAside, String>,
+    /// The exception id of each row set aside.
+    pub(super) exception_ids: ExceptionIds,
+}
+
+/// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
+pub(super) async fn judge_and_write(
+    context: &Context<'_>,
+    (silver, references): (&Table, &mut References),
+    batch: &read::Batch,
+    rules: &[&Rule],
+    claim: &Claim,
+    (options, summary, progress): (&RunOptions, &mut Summary, &Progress),
+) -> Result<Judgement> {
+    let plan = context.plan;
+    let contributor = &context.drop.contributor;
+    let mut clock = Instant::now();
+    progress.stage("baseline and rules");
+    let committed_periods = evaluate::committed::start_committed_periods(
+        plan,
+        rules,
+        contributor,
+        &batch.rows,
+        evaluate::committed::CommittedSources {
+            silver,
+            dq_error: &context.dq_out,
+        },
+    )?;
+    let baselined = baseline::load_baseline(
+        &plan.contract,
+        rules,
+        plan.lookback_months,
+        contributor,
+        batch.rows.clone(),
+        silver,
+    )
+    .await?;
+    if let Some((from, to)) = baselined.window {
+        summary.baseline.window_from = Some(from.to_string());
+        summary.baseline.window_to = Some(to.to_string());
+    }
+    clock = lap(summary, "baseline", clock);
+    let known_keys = references.get().await?;
+    let committed_periods = match committed_periods {
+        Some(work) => Some(work.join().await?),
+        None => None,
+    };
+    let judged =
+        evaluate::evaluate_rules(baselined, rules, plan, (known_keys, committed_periods)).await?;
+    summary.aggregates = judged.periods.clone();
+    summary.baseline.rows_with_baseline = judged.with_baseline;
+    summary.baseline.rows_without_baseline = judged.without_baseline;
+    summary.set_rule_outcomes(with_parse_outcome(
+        &judged.outcomes,
+        batch.rejects.len() as u64,
+        batch.received,
+    ));
+    clock = lap(summary, "evaluate", clock);
+    stop_on_fail_rules(&judged.outcomes)?;
+
+    let carried = load_carried(&context.bronze, context.drop).await?;
+    let stamp = RunStamp {
+        run_id: claim.run_id.clone(),
+        timestamp: summary.started_at.clone(),
+        exception_ids: ExceptionIds::new(context.drop, carried),
+    };
+    let routed = route::route_rows(
+        &plan.contract,
+        &judged,
+        &batch.rejects,
+        &stamp,
+        plan.mask_sensitive,
+    )?;
+    drop(judged); // routed holds what is kept
+    summary.counts.warned = routed.warned;
+    clock = lap(summary, "route", clock);
+    progress.stage("writing");
+
+    let written = write::write_outputs(
+        &routed,
+        &context.dq_out,
+        silver,
+        &claim.run_date,
+        contributor,
+        &claim.run_id,
+    )
+    .await?;
+    summary.outputs.clear();
+    if !options.dry_run {
+        for (destination, path) in &written.set_aside_files {
+            summary.outputs.insert(
+                destination.kind().to_string(),
+                context.dq_error.url_of(path),
+            );
+        }
+    }
+    let set_aside_files = written.set_aside_files.clone();
+    clock = lap(summary, "write", clock);
+    options.hooks.crash_if(CrashPoint::AfterWrite)?;
+
+    let balanced = balance::check_balance(
+        batch.received,
+        written,
+        &context.dq_out,
+        options.hooks.miscount_silver_rows,
+    )
+    .await?;
+    summary.counts.committed = balanced.silver();
+    summary.counts.quarantined = balanced.set_aside(SetAside::Quarantine);
+    summary.counts.dropped = balanced.set_aside(SetAside::Dropped);
+    summary.counts.pending = balanced.set_aside(SetAside::Pending);
+    tracing::info!(
+        received = balanced.received(),
+        committed = balanced.silver(),
+        quarantined = summary.counts.quarantined,
+        dropped = summary.counts.dropped,
+        pending = summary.counts.pending,
+        "balanced"
+    );
+    lap(summary, "balance", clock);
+    Ok(Judgement {
+        balanced,
+        set_aside_files,
+        exception_ids: stamp.exception_ids,
+    })
+}
+
+/// The parse rule's counts, listed first among the rule outcomes.
+pub(super) fn with_parse_outcome(
+    outcomes: &[RuleOutcome],
+    rejects: u64,
+    received: u64,
+) -> Vec<RuleOutcome> {
+    let parse = RuleOutcome {
+        rule: read::PARSE_RULE.to_string(),
+        scope: Scope::Row,
+        severity: Severity::Quarantine,
+        trend: false,
+        passed: received - rejects,
+        failed: rejects,
+        skipped_no_baseline: 0,
+        not_applicable: 0,
+        escalated: false,
+    };
+    std::iter::once(parse)
+        .chain(outcomes.iter().cloned())
+        .collect()
+}
+
+/// A `fail` rule that fired stops the run before anything is written.
+pub(super) fn stop_on_fail_rules(outcomes: &[RuleOutcome]) -> Result<()> {
+    match outcomes
+        .iter()
+        .find(|o| o.severity == Severity::Fail && o.failed > 0)
+    {
+        Some(o) => Err(Error::FailRule {
+            rule: o.rule.clone(),
+            rows: o.failed,
+        }),
+        None => Ok(()),
+    }
+}
