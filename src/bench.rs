@@ -138,7 +138,7 @@ async fn load_history(ws: &Workspace, accounts: usize, history: u32) -> Result<S
                 typed
             }
         };
-        commit_history(catalog.as_ref(), plan, rows, i).await?;
+        setup_history_unjudged(catalog.as_ref(), plan, rows, i).await?;
     }
     let drop_id = drop_month.format("%Y-%m").to_string();
     ws.put_drop(
@@ -174,8 +174,9 @@ fn redated(plan: &Plan, rows: &RecordBatch, month: NaiveDate) -> Result<RecordBa
     RecordBatch::try_new(rows.schema(), columns).map_err(Error::arrow("bench"))
 }
 
-/// Appends one month of history to Silver.
-async fn commit_history(
+/// Bench setup only: appends one month of generated history to Silver
+/// directly, without judging it (the measured runs go through the pipeline).
+async fn setup_history_unjudged(
     catalog: &dyn iceberg::Catalog,
     plan: &Plan,
     rows: RecordBatch,

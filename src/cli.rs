@@ -1,6 +1,6 @@
 //! The command line: `run`, `check-config` and `demo`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
@@ -177,147 +177,35 @@ pub async fn run(cli: Cli) -> Result<u8> {
             contributor,
             drop_id,
             dry_run,
-        } => {
-            let plan = load_plan(&config)?;
-            let drop = DropRef::new(&contributor, &drop_id)?;
-            let options = RunOptions {
-                dry_run,
-                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                ..RunOptions::default()
-            };
-            let outcome = run_drop(&plan, &drop, &options).await?;
-            print_outcome(&outcome.summary, outcome.summary_url.as_deref());
-            Ok(match outcome.summary.status {
-                RunStatus::CommittedConcurrently => EXIT_COMMITTED_CONCURRENTLY,
-                _ => 0,
-            })
-        }
+        } => run_one(&config, &contributor, &drop_id, dry_run).await,
         Command::Replay {
             config,
             contributor,
             include_quarantined,
-        } => {
-            let plan = load_plan(&config)?;
-            let options = ReplayOptions {
-                include_quarantined,
-                run: RunOptions {
-                    progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                    ..RunOptions::default()
-                },
-            };
-            let outcome = replay(&plan, &contributor, &options).await?;
-            print_replay(&contributor, &outcome);
-            Ok(replay_exit_code(&outcome))
-        }
+        } => replay_open(&config, &contributor, include_quarantined).await,
         Command::Maintain {
             config,
             older_than_days,
             retain_last,
-        } => {
-            let plan = load_plan(&config)?;
-            let retention = crate::maintain::Retention {
-                older_than_days,
-                retain_last,
-            };
-            for table in crate::maintain::maintain(&plan, retention).await? {
-                println!(
-                    "{}: expired {} of {} snapshots (older than {older_than_days} days, newest {retain_last} kept); {} run(s) added to the ledger",
-                    table.table, table.expired, table.before, table.ledgered
-                );
-            }
-            Ok(0)
-        }
+        } => maintain(&config, older_than_days, retain_last).await,
         Command::Backlog {
             config,
             contributor,
             json,
-        } => {
-            if let Some(contributor) = &contributor {
-                crate::core::drop::check_contributor(contributor)?;
-            }
-            let plan = load_plan(&config)?;
-            let what = Gather {
-                now: chrono::Utc::now(),
-                with_runs: false,
-                contributor,
-            };
-            let data = gather(&plan, what).await?;
-            if json {
-                let text =
-                    serde_json::to_string_pretty(&data).map_err(|source| crate::Error::Encode {
-                        what: "backlog",
-                        source,
-                    })?;
-                println!("{text}");
-            } else {
-                print!("{}", backlog_text(&data));
-            }
-            Ok(0)
-        }
-        Command::Report { config, out } => {
-            check_out_dir(&out)?;
-            let plan = load_plan(&config)?;
-            let what = Gather {
-                now: chrono::Utc::now(),
-                with_runs: true,
-                contributor: None,
-            };
-            let data = gather(&plan, what).await?;
-            let page = write_report(&data, &out)?;
-            println!(
-                "report: {} ({} contributors, {} runs, {} open exceptions)",
-                page.display(),
-                data.contributors.len(),
-                data.overall.runs.len(),
-                data.overall.backlog.open
-            );
-            Ok(0)
-        }
+        } => backlog(&config, contributor, json).await,
+        Command::Report { config, out } => report(&config, &out).await,
         Command::Backfill {
             config,
             contributor,
             from,
             to,
-        } => {
-            let plan = load_plan(&config)?;
-            let report = crate::backfill::run_backfill(
-                &plan,
-                &contributor,
-                &from,
-                &to,
-                &RunOptions::default(),
-            )
-            .await?;
-            for summary in &report.runs {
-                print_outcome(summary, None);
-            }
-            match report.stopped_at {
-                None => Ok(0),
-                Some((drop_id, error)) => {
-                    println!(
-                        "backfill stopped at {contributor}/{drop_id}: {error}\nresume with: silverline backfill --config {} --contributor {contributor} --from {drop_id} --to {to}",
-                        config.display()
-                    );
-                    Err(error)
-                }
-            }
-        }
-        Command::CheckConfig { config } => {
-            let plan = load_plan(&config)?;
-            println!(
-                "{}: ok ({} columns, {} rules)",
-                config.display(),
-                plan.contract.columns.len(),
-                plan.rules.len()
-            );
-            Ok(0)
-        }
+        } => backfill(&config, &contributor, (&from, &to)).await,
+        Command::CheckConfig { config } => check_config(&config),
         Command::Rules {
             config,
             contributor,
         } => {
-            let plan = load_plan(&config)?;
-            print!("{}", describe_rules(&plan, &contributor)?);
+            print!("{}", describe_rules(&load_plan(&config)?, &contributor)?);
             Ok(0)
         }
         Command::Demo { dir } => crate::demo::run_demo(&dir).await.map(|()| 0),
@@ -331,6 +219,136 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// Whether stderr is a terminal (a spinner then names the stage).
+fn on_terminal() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+}
+
+/// `silverline run`.
+async fn run_one(config: &Path, contributor: &str, drop_id: &str, dry_run: bool) -> Result<u8> {
+    let plan = load_plan(config)?;
+    let drop = DropRef::new(contributor, drop_id)?;
+    let options = RunOptions {
+        dry_run,
+        progress: on_terminal(),
+        ..RunOptions::default()
+    };
+    let outcome = run_drop(&plan, &drop, &options).await?;
+    print_outcome(&outcome.summary, outcome.summary_url.as_deref());
+    Ok(match outcome.summary.status {
+        RunStatus::CommittedConcurrently => EXIT_COMMITTED_CONCURRENTLY,
+        _ => 0,
+    })
+}
+
+/// `silverline replay`.
+async fn replay_open(config: &Path, contributor: &str, include_quarantined: bool) -> Result<u8> {
+    let plan = load_plan(config)?;
+    let options = ReplayOptions {
+        include_quarantined,
+        run: RunOptions {
+            progress: on_terminal(),
+            ..RunOptions::default()
+        },
+    };
+    let outcome = replay(&plan, contributor, &options).await?;
+    print_replay(contributor, &outcome);
+    Ok(replay_exit_code(&outcome))
+}
+
+/// `silverline maintain`.
+async fn maintain(config: &Path, older_than_days: u32, retain_last: usize) -> Result<u8> {
+    let plan = load_plan(config)?;
+    let retention = crate::maintain::Retention {
+        older_than_days,
+        retain_last,
+    };
+    for table in crate::maintain::maintain(&plan, retention).await? {
+        println!(
+            "{}: expired {} of {} snapshots (older than {older_than_days} days, newest {retain_last} kept); {} run(s) added to the ledger",
+            table.table, table.expired, table.before, table.ledgered
+        );
+    }
+    Ok(0)
+}
+
+/// `silverline backlog`.
+async fn backlog(config: &Path, contributor: Option<String>, json: bool) -> Result<u8> {
+    if let Some(contributor) = &contributor {
+        crate::core::drop::check_contributor(contributor)?;
+    }
+    let plan = load_plan(config)?;
+    let what = Gather {
+        now: chrono::Utc::now(),
+        with_runs: false,
+        contributor,
+    };
+    let data = gather(&plan, what).await?;
+    if json {
+        let text = serde_json::to_string_pretty(&data).map_err(|source| crate::Error::Encode {
+            what: "backlog",
+            source,
+        })?;
+        println!("{text}");
+    } else {
+        print!("{}", backlog_text(&data));
+    }
+    Ok(0)
+}
+
+/// `silverline report`.
+async fn report(config: &Path, out: &Path) -> Result<u8> {
+    check_out_dir(out)?;
+    let plan = load_plan(config)?;
+    let what = Gather {
+        now: chrono::Utc::now(),
+        with_runs: true,
+        contributor: None,
+    };
+    let data = gather(&plan, what).await?;
+    let page = write_report(&data, out)?;
+    println!(
+        "report: {} ({} contributors, {} runs, {} open exceptions)",
+        page.display(),
+        data.contributors.len(),
+        data.overall.runs.len(),
+        data.overall.backlog.open
+    );
+    Ok(0)
+}
+
+/// `silverline backfill`.
+async fn backfill(config: &Path, contributor: &str, (from, to): (&str, &str)) -> Result<u8> {
+    let plan = load_plan(config)?;
+    let options = RunOptions::default();
+    let report = crate::backfill::run_backfill(&plan, contributor, from, to, &options).await?;
+    for summary in &report.runs {
+        print_outcome(summary, None);
+    }
+    match report.stopped_at {
+        None => Ok(0),
+        Some((drop_id, error)) => {
+            println!(
+                "backfill stopped at {contributor}/{drop_id}: {error}\nresume with: silverline backfill --config {} --contributor {contributor} --from {drop_id} --to {to}",
+                config.display()
+            );
+            Err(error)
+        }
+    }
+}
+
+/// `silverline check-config`.
+fn check_config(config: &Path) -> Result<u8> {
+    let plan = load_plan(config)?;
+    println!(
+        "{}: ok ({} columns, {} rules)",
+        config.display(),
+        plan.contract.columns.len(),
+        plan.rules.len()
+    );
+    Ok(0)
 }
 
 /// The resolved rule set of `contributor`, as text: each rule as it is evaluated

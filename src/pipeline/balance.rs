@@ -91,13 +91,14 @@ async fn count_csv_records(dq_error: &Location, path: &str) -> Result<u64> {
         .from_reader(bytes.as_ref());
     let mut record = csv::ByteRecord::new();
     let mut count = 0;
-    while reader
-        .read_byte_record(&mut record)
-        .map_err(|e| Error::BadDrop {
-            location: dq_error.url_of(path),
-            reason: format!("cannot read back: {e}"),
-        })?
-    {
+    while reader.read_byte_record(&mut record).map_err(|e| {
+        // Our own file, just written: storage did not give it back whole.
+        let source = object_store::Error::Generic {
+            store: "dq_error",
+            source: Box::new(e),
+        };
+        Error::storage("read-back", dq_error.url_of(path))(source)
+    })? {
         count += 1;
     }
     Ok(count)
