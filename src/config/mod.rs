@@ -4,7 +4,9 @@
 //! `silverline check-config` and every run go through [`load_plan`]: a bad
 //! setting or rule exits 2 before any data is read.
 
+pub mod checks;
 pub mod contract;
+pub mod locations;
 pub mod plan;
 pub mod raw;
 pub mod rules;
