@@ -168,7 +168,8 @@ pub enum Error {
     /// A broken internal expectation: a bug to report, not a data problem.
     #[error("internal error: {0}")]
     Internal(String),
-    /// A fault injected on purpose by a test.
+    /// A fault injected on purpose by a test (only with the `test-hooks` feature).
+    #[cfg(feature = "test-hooks")]
     #[error("injected fault at {0}")]
     Injected(&'static str),
 }
@@ -354,10 +355,9 @@ impl Error {
             Error::Storage { source, .. } if is_refused(source) => ErrorClass::Config,
             Error::Query { source, .. } => EngineFailure::of_query(source).class(),
             Error::Arrow { source, .. } => EngineFailure::of_arrow(source).class(),
-            Error::Storage { .. }
-            | Error::Catalog { .. }
-            | Error::Io { .. }
-            | Error::Injected(_) => ErrorClass::Infra,
+            Error::Storage { .. } | Error::Catalog { .. } | Error::Io { .. } => ErrorClass::Infra,
+            #[cfg(feature = "test-hooks")]
+            Error::Injected(_) => ErrorClass::Infra,
         }
     }
 
@@ -515,6 +515,7 @@ mod tests {
                 source: serde_json::from_str::<u8>("x").unwrap_err(),
             },
             Error::Internal("bug".into()),
+            #[cfg(feature = "test-hooks")]
             Error::Injected("commit"),
         ];
         samples
@@ -545,9 +546,9 @@ mod tests {
                         ArrowError::IoError(..) => ErrorClass::Infra,
                         _ => ErrorClass::Data,
                     },
-                    Error::Catalog { .. } | Error::Io { .. } | Error::Injected(_) => {
-                        ErrorClass::Infra
-                    }
+                    Error::Catalog { .. } | Error::Io { .. } => ErrorClass::Infra,
+                    #[cfg(feature = "test-hooks")]
+                    Error::Injected(_) => ErrorClass::Infra,
                 };
                 (error, expected)
             })

@@ -46,41 +46,58 @@ impl Balanced {
     }
 }
 
-/// Counts what was written and checks it against `received`. `miscount` is a
-/// test hook that falsifies the Silver count to prove a broken balance stops the run.
-pub async fn check_balance(
-    received: u64,
-    written: Written,
-    dq_error: &Location,
-    miscount: i64,
-) -> Result<Balanced> {
-    let counted: u64 = written.data_files.iter().map(DataFile::record_count).sum();
-    let silver = counted.saturating_add_signed(miscount);
+/// What was written, counted: the Silver data files' record counts and the
+/// dq_error files read back.
+#[derive(Debug)]
+pub struct Counted {
+    /// Rows in the Silver data files.
+    pub(crate) silver: u64,
+    set_aside: BTreeMap<SetAside, u64>,
+    data_files: Vec<DataFile>,
+}
+
+/// Counts what was written.
+pub async fn count(written: Written, dq_error: &Location) -> Result<Counted> {
+    let silver = written.data_files.iter().map(DataFile::record_count).sum();
     let mut set_aside = BTreeMap::new();
     for (destination, path) in &written.set_aside_files {
         set_aside.insert(*destination, count_csv_records(dq_error, path).await?);
     }
-    let quarantined = set_aside.get(&SetAside::Quarantine).copied().unwrap_or(0);
-    let dropped = set_aside.get(&SetAside::Dropped).copied().unwrap_or(0);
-    let pending = set_aside.get(&SetAside::Pending).copied().unwrap_or(0);
-    let accounted = silver + quarantined + dropped + pending;
-    if accounted != received {
-        return Err(Error::Unbalanced {
-            received,
-            accounted,
-            silver,
-            quarantined,
-            dropped,
-            pending,
-            gap: received as i64 - accounted as i64,
-        });
-    }
-    Ok(Balanced {
-        received,
+    Ok(Counted {
         silver,
         set_aside,
         data_files: written.data_files,
     })
+}
+
+impl Counted {
+    /// Checks the counts against `received`: the books close, or nothing goes on.
+    pub fn balance(self, received: u64) -> Result<Balanced> {
+        let of = |kind| self.set_aside.get(&kind).copied().unwrap_or(0);
+        let (quarantined, dropped, pending) = (
+            of(SetAside::Quarantine),
+            of(SetAside::Dropped),
+            of(SetAside::Pending),
+        );
+        let accounted = self.silver + quarantined + dropped + pending;
+        if accounted != received {
+            return Err(Error::Unbalanced {
+                received,
+                accounted,
+                silver: self.silver,
+                quarantined,
+                dropped,
+                pending,
+                gap: received as i64 - accounted as i64,
+            });
+        }
+        Ok(Balanced {
+            received,
+            silver: self.silver,
+            set_aside: self.set_aside,
+            data_files: self.data_files,
+        })
+    }
 }
 
 /// Reads a dq_error CSV back and counts its records (quoted newlines included).

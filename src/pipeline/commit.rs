@@ -13,7 +13,7 @@ use iceberg::Catalog;
 use super::claim::{Claim, staged_summary_path};
 use super::context::Context;
 use super::exceptions::record_events;
-use super::hooks::CrashPoint;
+use super::hooks::{self, CrashPoint};
 use super::judge::Judgement;
 use super::summary::{RunStatus, Summary, lap};
 use super::{RunOptions, committed_run};
@@ -78,7 +78,7 @@ pub(super) async fn commit_run(
     )
     .await?;
     let clock = lap(summary, "commit", clock);
-    options.hooks.crash_if(CrashPoint::AfterCommit)?;
+    hooks::crash_if(options, CrashPoint::AfterCommit)?;
     match committed {
         Committed::Snapshot(id) => {
             summary.status = RunStatus::Committed;

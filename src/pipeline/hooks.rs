@@ -1,10 +1,16 @@
 //! Faults a test injects to prove a safeguard works: where a run dies, and a
-//! miscounted balance. Outside tests they are all off.
+//! miscounted balance. They exist only with the `test-hooks` feature, which
+//! the project's own tests turn on; a release build has none of them, and the
+//! calls below do nothing.
 
-use crate::error::{Error, Result};
+use super::RunOptions;
+use super::balance::Counted;
+#[cfg(feature = "test-hooks")]
+use crate::error::Error;
+use crate::error::Result;
 
 /// Faults a test can inject to prove a safeguard works.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 #[derive(Debug, Clone, Default)]
 pub struct TestHooks {
     /// Added to the Silver row count the balance check sees.
@@ -14,7 +20,6 @@ pub struct TestHooks {
 }
 
 /// Points where a test can make a run die, to prove a rerun recovers.
-#[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrashPoint {
     /// dq_error files and Silver data files written, nothing balanced or committed.
@@ -27,16 +32,46 @@ pub enum CrashPoint {
     DuringSummary,
 }
 
-impl TestHooks {
-    /// Dies (returns the injected fault) if the run is at the chosen point.
-    pub fn crash_if(&self, point: CrashPoint) -> Result<()> {
-        match self.crash_at {
-            Some(at) if at == point => Err(Error::Injected(crash_name(point))),
-            _ => Ok(()),
-        }
+/// Dies (returns the injected fault) if a test chose `point`.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn crash_if(options: &RunOptions, point: CrashPoint) -> Result<()> {
+    match options.hooks.crash_at {
+        Some(at) if at == point => Err(Error::Injected(crash_name(point))),
+        _ => Ok(()),
     }
 }
 
+/// Without the `test-hooks` feature no run dies on purpose.
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) fn crash_if(_options: &RunOptions, _point: CrashPoint) -> Result<()> {
+    Ok(())
+}
+
+/// Whether `result` is a crash a test injected (a crash writes nothing more).
+#[cfg(feature = "test-hooks")]
+pub(crate) fn is_crash<T>(result: &Result<T>) -> bool {
+    matches!(result, Err(Error::Injected(_)))
+}
+
+/// Without the `test-hooks` feature nothing is an injected crash.
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) fn is_crash<T>(_result: &Result<T>) -> bool {
+    false
+}
+
+/// Miscounts the Silver rows the balance sees, if a test asked to.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn miscount(options: &RunOptions, counted: &mut Counted) {
+    counted.silver = counted
+        .silver
+        .saturating_add_signed(options.hooks.miscount_silver_rows);
+}
+
+/// Without the `test-hooks` feature the balance sees what was written.
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) fn miscount(_options: &RunOptions, _counted: &mut Counted) {}
+
+#[cfg(feature = "test-hooks")]
 fn crash_name(point: CrashPoint) -> &'static str {
     match point {
         CrashPoint::AfterWrite => "after-write",

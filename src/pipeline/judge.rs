@@ -19,7 +19,7 @@ use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
-use crate::pipeline::hooks::CrashPoint;
+use crate::pipeline::hooks::{self, CrashPoint};
 use crate::progress::Progress;
 
 /// The references' keys: loading in the background until first needed.
@@ -147,15 +147,11 @@ pub(super) async fn judge_and_write(
     }
     let set_aside_files = written.set_aside_files.clone();
     clock = lap(summary, "write", clock);
-    options.hooks.crash_if(CrashPoint::AfterWrite)?;
+    hooks::crash_if(options, CrashPoint::AfterWrite)?;
 
-    let balanced = balance::check_balance(
-        batch.received,
-        written,
-        &context.dq_out,
-        options.hooks.miscount_silver_rows,
-    )
-    .await?;
+    let mut counted = balance::count(written, &context.dq_out).await?;
+    hooks::miscount(options, &mut counted);
+    let balanced = counted.balance(batch.received)?;
     summary.counts.committed = balanced.silver();
     summary.counts.quarantined = balanced.set_aside(SetAside::Quarantine);
     summary.counts.dropped = balanced.set_aside(SetAside::Dropped);

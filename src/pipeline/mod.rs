@@ -33,7 +33,7 @@ use tracing::Instrument;
 use crate::config::Plan;
 use crate::config::rules::{Rule, Scope};
 use crate::core::drop::DropRef;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::infra::append::{JudgedOn, discard_files};
 use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
@@ -42,7 +42,9 @@ use claim::{Claim, Claimed};
 use commit::Attempt;
 use context::Context;
 use evaluate::reference::KnownKeys;
-pub use hooks::{CrashPoint, TestHooks};
+pub use hooks::CrashPoint;
+#[cfg(feature = "test-hooks")]
+pub use hooks::TestHooks;
 use judge::References;
 use summary::{RunStatus, Summary, lap, now, time};
 
@@ -56,8 +58,8 @@ pub struct RunOptions {
     /// The drop replays exceptions: aggregate rules, which judge a whole
     /// period, are not run on its few rows (they judged the period already).
     pub replay: bool,
-    /// Test hooks; leave at default outside tests.
-    #[doc(hidden)]
+    /// Faults a test injects (only with the `test-hooks` feature).
+    #[cfg(feature = "test-hooks")]
     pub hooks: TestHooks,
 }
 
@@ -148,14 +150,12 @@ async fn finish(
         summary.status = RunStatus::Failed;
         summary.error = Some(error.to_string());
     }
-    if let Err(Error::Injected(point)) = &result {
-        return Err(Error::Injected(point));
-    }
-    if summary.status == RunStatus::CommittedConcurrently || options.dry_run {
+    let unwritten = summary.status == RunStatus::CommittedConcurrently || options.dry_run;
+    if unwritten || hooks::is_crash(&result) {
         result?;
         return Ok(RunOutcome::unwritten(summary));
     }
-    options.hooks.crash_if(CrashPoint::DuringSummary)?;
+    hooks::crash_if(options, CrashPoint::DuringSummary)?;
     lineage::emit(context.plan, &context.stores, &summary).await;
     let written = summary.write(&context.dq_error, path).await;
     result?;
@@ -209,7 +209,7 @@ async fn stages(
         )
         .await?;
         progress.stage("committing");
-        options.hooks.crash_if(CrashPoint::BeforeCommit)?;
+        hooks::crash_if(options, CrashPoint::BeforeCommit)?;
         if options.dry_run {
             summary.status = RunStatus::DryRun;
             tracing::info!(would_commit = judged.balanced.silver(), table = %table_ident(&context.plan.table), "dry run: nothing committed");
