@@ -35,6 +35,25 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// Every severity, in the order of their small-integer codes.
+    const ALL: [Severity; 5] = [
+        Severity::Warn,
+        Severity::Pending,
+        Severity::Drop,
+        Severity::Quarantine,
+        Severity::Fail,
+    ];
+
+    /// The severity as a small integer, as rows carry it (`_dq_severity`).
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The severity of a code made by [`Severity::code`].
+    pub fn from_code(code: u8) -> Option<Severity> {
+        Severity::ALL.get(usize::from(code)).copied()
+    }
+
     /// Parses a severity in silverline's or dlt-meta's vocabulary (the `expect_all*`
     /// blocks mean what their `expect*` twins mean).
     pub fn parse(text: &str) -> Option<Severity> {
@@ -274,6 +293,14 @@ pub fn rules_fingerprint(rules: &[&Rule]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_severity_code_reads_back_as_the_same_severity() {
+        for severity in Severity::ALL {
+            assert_eq!(Severity::from_code(severity.code()), Some(severity));
+        }
+        assert_eq!(Severity::from_code(200), None);
+    }
 
     #[test]
     fn severities_accept_both_vocabularies() {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Int64Array, ListArray, StringArray, StructArray,
+    Array, ArrayRef, BooleanArray, Int64Array, ListArray, StringArray, StructArray, UInt8Array,
 };
 use arrow::compute::{SortColumn, filter_record_batch, lexsort_to_indices, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -30,13 +30,29 @@ use crate::transient::{
 };
 
 /// Where a row whose worst severity is `severity` goes, if out of Silver.
-fn set_aside_for(severity: &str) -> Option<SetAside> {
-    match Severity::parse(severity) {
+fn set_aside_for(severity: Option<Severity>) -> Option<SetAside> {
+    match severity {
         Some(Severity::Quarantine | Severity::Fail) => Some(SetAside::Quarantine),
         Some(Severity::Drop) => Some(SetAside::Dropped),
         Some(Severity::Pending) => Some(SetAside::Pending),
-        _ => None,
+        Some(Severity::Warn) | None => None,
     }
+}
+
+/// Each row's worst severity, decoded once.
+fn worst_severities(batch: &RecordBatch) -> Result<Vec<Option<Severity>>> {
+    let codes = batch
+        .column_by_name(DQ_SEVERITY)
+        .and_then(|c| c.as_any().downcast_ref::<UInt8Array>())
+        .ok_or_else(|| {
+            Error::Internal(format!(
+                "route: column {DQ_SEVERITY} is missing or not a code"
+            ))
+        })?;
+    Ok(codes
+        .iter()
+        .map(|code| code.and_then(Severity::from_code))
+        .collect())
 }
 
 /// Stamped on every row set aside.
@@ -104,20 +120,19 @@ pub fn route_rows(
     let mut set_aside: BTreeMap<SetAside, Vec<RecordBatch>> = BTreeMap::new();
     let mut warned = 0;
     for batch in &judged.rows {
-        let severity = string_column(batch, DQ_SEVERITY)?;
-        let to_silver: BooleanArray = severity
-            .iter()
-            .map(|s| Some(set_aside_for(s.unwrap_or("")).is_none()))
-            .collect();
+        let severity = worst_severities(batch)?;
+        let destinations: Vec<Option<SetAside>> =
+            severity.iter().map(|s| set_aside_for(*s)).collect();
+        let to_silver: BooleanArray = destinations.iter().map(|d| Some(d.is_none())).collect();
         warned += severity
             .iter()
-            .filter(|s| *s == Some(Severity::Warn.as_str()))
+            .filter(|s| **s == Some(Severity::Warn))
             .count() as u64;
         silver.push(contract_columns(contract, &filter(batch, &to_silver)?)?);
         for destination in [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending] {
-            let mask: BooleanArray = severity
+            let mask: BooleanArray = destinations
                 .iter()
-                .map(|s| Some(s.and_then(set_aside_for) == Some(destination)))
+                .map(|d| Some(*d == Some(destination)))
                 .collect();
             let rows = filter(batch, &mask)?;
             if rows.num_rows() > 0 {

@@ -24,7 +24,7 @@ use crate::config::rules::Rule;
 use crate::core::sql::{quote, register_frame, register_table};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
-use crate::pipeline::evaluate::{FAIL, PASS, SKIPPED, outcome_label, rule_failure};
+use crate::pipeline::evaluate::{Outcome, rule_failure};
 use crate::transient::{PERIOD, prev_column};
 
 /// One period's metrics and rule outcomes, for the summary.
@@ -46,20 +46,20 @@ pub struct PeriodReport {
 #[derive(Debug, Default)]
 pub struct PeriodOutcomes {
     /// A drop holds a handful of periods: a list beats a hash map, asked once per row.
-    by_period: Vec<(i32, Vec<i64>)>,
+    by_period: Vec<(i32, Vec<Outcome>)>,
     /// What each period measured.
     pub reports: Vec<PeriodReport>,
 }
 
 impl PeriodOutcomes {
     /// The outcome of aggregate rule `index` for `period`; skipped if the period was not measured.
-    pub fn outcome(&self, period: i32, index: usize) -> i64 {
+    pub fn outcome(&self, period: i32, index: usize) -> Outcome {
         self.by_period
             .iter()
             .find(|(p, _)| *p == period)
             .and_then(|(_, o)| o.get(index))
             .copied()
-            .unwrap_or(SKIPPED)
+            .unwrap_or(Outcome::Skipped)
     }
 }
 
@@ -170,8 +170,11 @@ fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> Str
         .enumerate()
         .map(|(i, r)| {
             format!(
-                "CASE WHEN NOT has_previous THEN {SKIPPED} WHEN coalesce(({}), false) THEN {PASS} ELSE {FAIL} END AS \"_rule_{i}\"",
-                r.expression
+                "CASE WHEN NOT has_previous THEN {} WHEN coalesce(({}), false) THEN {} ELSE {} END AS \"_rule_{i}\"",
+                Outcome::Skipped.code(),
+                r.expression,
+                Outcome::Pass.code(),
+                Outcome::Fail.code()
             )
         })
         .collect();
@@ -243,11 +246,11 @@ fn read_periods(
                 .as_any()
                 .downcast_ref::<Int64Array>()
                 .ok_or_else(|| internal("an outcome is not Int64"))?;
-            period_outcomes.push(column.value(row));
-            report.rules.insert(
-                rule.name.clone(),
-                outcome_label(column.value(row)).to_string(),
-            );
+            let outcome = Outcome::from_code(column.value(row))?;
+            period_outcomes.push(outcome);
+            report
+                .rules
+                .insert(rule.name.clone(), outcome.label().to_string());
         }
         outcomes
             .by_period

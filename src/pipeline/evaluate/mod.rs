@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int8Array, ListBuilder,
-    StringBuilder, StructBuilder,
+    StringBuilder, StructBuilder, UInt8Builder,
 };
 use arrow::datatypes::{DataType, Field, Fields};
 use arrow::record_batch::RecordBatch;
@@ -40,25 +40,52 @@ use aggregate::{PeriodOutcomes, PeriodReport};
 use committed::CommittedPeriods;
 use reference::KnownKeys;
 
-/// The transient column holding the worst severity that fired on a row (null: none).
+/// The transient column holding the worst severity that fired on a row, as
+/// its small-integer code ([`Severity::code`]; null: none).
 pub const DQ_SEVERITY: &str = "_dq_severity";
 
-/// Outcome: the rule passed.
-pub const PASS: i64 = 1;
-/// Outcome: the rule failed.
-pub const FAIL: i64 = 0;
-/// Outcome: skipped, no previous state or period.
-pub const SKIPPED: i64 = 2;
-/// Outcome: outside the rule's filter.
-pub const NOT_APPLICABLE: i64 = 3;
+/// What a rule said of one row or period, kept in query results as a small integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The rule failed.
+    Fail,
+    /// The rule passed.
+    Pass,
+    /// Skipped: no previous state or period.
+    Skipped,
+    /// Outside the rule's filter.
+    NotApplicable,
+}
 
-/// A human label for an outcome code.
-pub fn outcome_label(outcome: i64) -> &'static str {
-    match outcome {
-        PASS => "pass",
-        SKIPPED => "skipped",
-        NOT_APPLICABLE => "not_applicable",
-        _ => "fail",
+impl Outcome {
+    const ALL: [Outcome; 4] = [
+        Outcome::Fail,
+        Outcome::Pass,
+        Outcome::Skipped,
+        Outcome::NotApplicable,
+    ];
+
+    /// The code queries produce for this outcome.
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+
+    /// The outcome a query produced; an unknown code is a bug, named.
+    pub fn from_code(code: i64) -> Result<Outcome> {
+        usize::try_from(code)
+            .ok()
+            .and_then(|i| Outcome::ALL.get(i).copied())
+            .ok_or_else(|| Error::Internal(format!("evaluate: unknown rule outcome code {code}")))
+    }
+
+    /// A human label, as summaries show it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Fail => "fail",
+            Outcome::Pass => "pass",
+            Outcome::Skipped => "skipped",
+            Outcome::NotApplicable => "not_applicable",
+        }
     }
 }
 
@@ -245,17 +272,26 @@ fn outcome_sql(rule: &Rule) -> String {
     let mut cases = Vec::new();
     if let Some(filter) = &rule.filter {
         cases.push(format!(
-            "WHEN NOT coalesce(({filter}), false) THEN {NOT_APPLICABLE}"
+            "WHEN NOT coalesce(({filter}), false) THEN {}",
+            Outcome::NotApplicable.code()
         ));
     }
     if rule.is_trend() {
-        cases.push(format!("WHEN NOT \"{HAS_BASELINE}\" THEN {SKIPPED}"));
+        cases.push(format!(
+            "WHEN NOT \"{HAS_BASELINE}\" THEN {}",
+            Outcome::Skipped.code()
+        ));
     }
     cases.push(format!(
-        "WHEN coalesce(({}), false) THEN {PASS}",
-        rule.expression
+        "WHEN coalesce(({}), false) THEN {}",
+        rule.expression,
+        Outcome::Pass.code()
     ));
-    format!("CAST(CASE {} ELSE {FAIL} END AS TINYINT)", cases.join(" "))
+    format!(
+        "CAST(CASE {} ELSE {} END AS TINYINT)",
+        cases.join(" "),
+        Outcome::Fail.code()
+    )
 }
 
 /// Reads each rule's outcome for each row of a batch.
@@ -292,14 +328,16 @@ impl<'a> BatchOutcomes<'a> {
         source: &OutcomeSource,
         row: usize,
         periods: &PeriodOutcomes,
-    ) -> i64 {
+    ) -> Result<Outcome> {
         match (source, self.columns[rule]) {
-            (OutcomeSource::Column(_), Some(column)) => i64::from(column.value(row)),
-            (OutcomeSource::Period(index), _) => self
+            (OutcomeSource::Column(_), Some(column)) => {
+                Outcome::from_code(i64::from(column.value(row)))
+            }
+            (OutcomeSource::Period(index), _) => Ok(self
                 .periods
                 .filter(|p| p.is_valid(row))
-                .map_or(SKIPPED, |p| periods.outcome(p.value(row), *index)),
-            (OutcomeSource::Column(_), None) => SKIPPED,
+                .map_or(Outcome::Skipped, |p| periods.outcome(p.value(row), *index))),
+            (OutcomeSource::Column(_), None) => Ok(Outcome::Skipped),
         }
     }
 }
@@ -329,11 +367,11 @@ fn count_outcomes(
         for row in 0..batch.num_rows() {
             for (i, source) in sources.iter().enumerate() {
                 let counts = &mut outcomes[i];
-                match reader.outcome(i, source, row, periods) {
-                    PASS => counts.passed += 1,
-                    SKIPPED => counts.skipped_no_baseline += 1,
-                    NOT_APPLICABLE => counts.not_applicable += 1,
-                    _ => counts.failed += 1,
+                match reader.outcome(i, source, row, periods)? {
+                    Outcome::Pass => counts.passed += 1,
+                    Outcome::Skipped => counts.skipped_no_baseline += 1,
+                    Outcome::NotApplicable => counts.not_applicable += 1,
+                    Outcome::Fail => counts.failed += 1,
                 }
             }
         }
@@ -384,7 +422,7 @@ fn judge_batch(
         .ok_or_else(|| Error::Internal("evaluate: _has_baseline is missing".to_string()))?;
     let mut errors = ListBuilder::new(StructBuilder::from_fields(error_item_fields(), 0));
     let mut passed = BooleanBuilder::with_capacity(batch.num_rows());
-    let mut worst = StringBuilder::new();
+    let mut worst = UInt8Builder::new();
     for row in 0..batch.num_rows() {
         if has_baseline.value(row) {
             judged.with_baseline += 1;
@@ -393,7 +431,7 @@ fn judge_batch(
         }
         let mut row_worst: Option<Severity> = None;
         for (i, source) in sources.iter().enumerate() {
-            if reader.outcome(i, source, row, periods) == FAIL {
+            if reader.outcome(i, source, row, periods)? == Outcome::Fail {
                 let severity = judged.outcomes[i].severity;
                 append_error(&mut errors, &rules[i].name, severity, &rules[i].message);
                 row_worst = row_worst.max(Some(severity));
@@ -401,7 +439,7 @@ fn judge_batch(
         }
         errors.append(true);
         passed.append_value(row_worst.is_none_or(|s| s == Severity::Warn));
-        worst.append_option(row_worst.map(Severity::as_str));
+        worst.append_option(row_worst.map(Severity::code));
     }
     let own: Vec<usize> = (0..kept).collect();
     let own = batch.project(&own).map_err(Error::arrow("evaluate"))?;
@@ -412,7 +450,7 @@ fn judge_batch(
             Arc::new(passed.finish()),
         ),
         (
-            Field::new(DQ_SEVERITY, DataType::Utf8, true),
+            Field::new(DQ_SEVERITY, DataType::UInt8, true),
             Arc::new(worst.finish()),
         ),
     ];
@@ -433,4 +471,18 @@ fn append_error(
         }
     }
     item.append(true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outcome_code_reads_back_and_an_unknown_one_is_an_error() {
+        for outcome in Outcome::ALL {
+            assert_eq!(Outcome::from_code(outcome.code()).ok(), Some(outcome));
+        }
+        assert!(Outcome::from_code(9).is_err());
+        assert!(Outcome::from_code(-1).is_err());
+    }
 }
