@@ -1,8 +1,12 @@
 //! The core promise under attack, on the embedded default (SQLite catalog and
-//! local files): nothing doubled when overlapping drops race, idempotency that
-//! survives `silverline maintain`, claim markers that steer no path, summaries
-//! completed with every figure after a crash, a losing replay that says so.
-//! The same suite runs on S3 + REST in `stack_reliability.rs`.
+//! local files), where this backend adds to the shared list: overlapping
+//! drops racing over three rounds, idempotency that survives the
+//! `silverline maintain` binary, a losing replay that says so. The functions
+//! of `common/reliability.rs` that take only a workspace (one race, claim
+//! markers that steer no path, summaries completed with every figure after a
+//! crash) run on every backend through `suite_tests!` (`pipeline_run.rs`,
+//! `stack_s3_rest.rs`, `stack_localstack.rs`); S3 + REST adds its own checks
+//! in `stack_reliability.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -43,18 +47,6 @@ async fn a_rerun_after_silverline_maintain_does_nothing() {
         assert!(text.contains("expired 1 of 2 snapshots"), "{text}");
     })
     .await;
-}
-
-#[tokio::test]
-async fn a_tampered_claim_marker_steers_no_path() {
-    let tw = workspace().await;
-    reliability::a_tampered_claim_marker_steers_no_path(&tw.ws).await;
-}
-
-#[tokio::test]
-async fn a_summary_completed_after_a_crash_carries_every_figure() {
-    let tw = workspace().await;
-    reliability::a_summary_completed_after_a_crash_carries_every_figure(&tw.ws).await;
 }
 
 /// Two replays of the same open exceptions at once: one commits and resolves

@@ -1,6 +1,8 @@
-//! The reliability suite (see `reliability.rs`) on the local stack: S3 + the
-//! Iceberg REST catalog, with pyiceberg as the independent reader that counts
-//! rows and distinct record keys, and as another engine expiring snapshots.
+//! The reliability checks only the local stack (S3 + the Iceberg REST
+//! catalog) can make, with pyiceberg as the independent reader that counts
+//! rows and distinct record keys, and as another engine expiring snapshots;
+//! the functions of `common/reliability.rs` that take only a workspace run
+//! here through `suite_tests!` in `stack_s3_rest.rs`.
 //!
 //! `#[ignore]`d like every stack test; `bash localstack/test.sh` runs them.
 
@@ -92,20 +94,6 @@ async fn stack_a_rerun_after_silverline_maintain_does_nothing() {
         assert_eq!(done[0].expired, 1, "{done:?}");
     })
     .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_a_tampered_claim_marker_steers_no_path() {
-    let tw = stack_workspace().await;
-    reliability::a_tampered_claim_marker_steers_no_path(&tw.ws).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_a_summary_completed_after_a_crash_carries_every_figure() {
-    let tw = stack_workspace().await;
-    reliability::a_summary_completed_after_a_crash_carries_every_figure(&tw.ws).await;
 }
 
 /// S3 keys may hold `#`, `%`, `?`, spaces and non-ASCII: such drop files are

@@ -1,5 +1,6 @@
-//! The same end-to-end suite on the local stack (S3 + Iceberg REST catalog,
-//! real servers started by `localstack/up.sh`), plus what only a real stack
+//! The shared suite of `common/suite.rs` (`suite_tests!`, as `stack::*`) on
+//! the local stack (S3 + Iceberg REST catalog, real servers started by
+//! `localstack/up.sh`), plus what only a real stack
 //! can show: another engine reading our table, concurrent contributors
 //! committing to one table, commit-retry exhaustion, and clear errors for
 //! wrong credentials, an unreachable endpoint and a missing bucket, and
@@ -31,48 +32,11 @@ fn month(y: i32, m: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(y, m, 1).unwrap()
 }
 
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_committed_month_metrics_are_kept_until_the_month_changes() {
-    suite::committed_month_metrics_are_kept_until_the_month_changes(&stack_workspace().await.ws)
-        .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_every_scenario_is_caught_exactly() {
-    suite::scenarios_are_caught_exactly(&stack_workspace().await.ws).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_silver_schema_is_exactly_the_contract() {
-    suite::silver_schema_is_the_contract(&stack_workspace().await.ws).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_a_backfill_baselines_each_month_on_the_one_before() {
-    suite::backfill_baselines_each_month_on_the_previous(&stack_workspace().await.ws).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_a_rerun_adds_no_row_and_no_snapshot() {
-    suite::rerun_adds_nothing(&stack_workspace().await.ws).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_a_broken_balance_commits_nothing() {
-    suite::broken_balance_commits_nothing(&stack_workspace().await.ws).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_malformed_records_are_quarantined() {
-    suite::malformed_records_are_quarantined(&stack_workspace().await.ws).await;
-}
+suite_tests!(
+    stack,
+    stack_workspace,
+    #[ignore = "needs the local stack: bash localstack/test.sh"]
+);
 
 /// pyiceberg opens our table through the REST catalog and sees the contract,
 /// the row count and the values we wrote; it reads the exception store too.
@@ -238,12 +202,6 @@ async fn stack_commit_conflicts_past_the_retries_exit_3_and_the_rerun_commits() 
     panic!("five rounds of six concurrent single-attempt commits met no conflict");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_the_same_drop_run_twice_at_once_commits_once() {
-    suite::same_drop_twice_at_once_commits_once(&stack_workspace().await.ws).await;
-}
-
 /// Runs the binary against the stack with extra environment, returning (exit code, output).
 fn run_binary(
     ws: &silverline::demo::Workspace,
@@ -359,12 +317,6 @@ async fn stack_a_missing_bucket_names_the_setting() {
     assert_eq!(silver_count(&tw.ws).await, 0);
 }
 
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_a_crash_anywhere_then_a_rerun_gives_the_same_result() {
-    suite::crash_anywhere_then_rerun_gives_the_same_result(&stack_workspace().await.ws).await;
-}
-
 /// The S3 endpoint of the local stack.
 fn s3_endpoint() -> String {
     std::env::var("SILVERLINE_S3_ENDPOINT").unwrap()
@@ -431,16 +383,4 @@ async fn stack_catalog_faults_are_retried_and_when_they_never_clear_exit_3() {
     assert_eq!(proxy.injected() - before, 2, "every planned fault was met");
     assert_eq!(silver_count(&tw.ws).await, 5);
     assert_eq!(snapshot_count(&tw.ws).await, 1);
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_reference_lag_is_replayed_into_silver_once() {
-    suite::reference_lag_is_replayed_into_silver_once(&stack_workspace().await.ws).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local stack: bash localstack/test.sh"]
-async fn stack_corrected_quarantine_rows_are_replayed() {
-    suite::corrected_quarantine_rows_are_replayed(&stack_workspace().await.ws).await;
 }

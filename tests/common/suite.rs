@@ -1,6 +1,7 @@
 //! The end-to-end suite, written once against a [`Workspace`] and run on every
-//! backend: the embedded default (`pipeline_*.rs`) and the local S3 + Iceberg
-//! REST stack (`stack_s3_rest.rs`).
+//! backend: the embedded default (`pipeline_run.rs`), the local S3 + Iceberg
+//! REST stack (`stack_s3_rest.rs`) and LocalStack S3 (`stack_localstack.rs`),
+//! each through the one list of tests of [`suite_tests!`](crate::suite_tests).
 
 use chrono::NaiveDate;
 use silverline::config::rules::Severity;
@@ -792,4 +793,174 @@ pub async fn corrected_quarantine_rows_are_replayed(ws: &Workspace) {
         both.skipped
     );
     assert_eq!(silver_rows_of(ws, "FIX_Q").await, 12);
+}
+
+/// The one list of shared tests: every function of this suite that takes
+/// only a workspace, and those of [`super::reliability`] that do, as one
+/// `#[tokio::test]` each, in a module named `$module`. Every backend file
+/// invokes it once with the function of `common` that makes its workspace and
+/// the attributes its tests carry (the stacks' `#[ignore = ...]`), so no
+/// backend can run fewer; `the_list_names_every_shared_function` fails when a
+/// new suite function is left out of the list.
+///
+/// ```ignore
+/// suite_tests!(stack, stack_workspace, #[ignore = "needs the local stack: bash localstack/test.sh"]);
+/// ```
+#[macro_export]
+macro_rules! suite_tests {
+    ($module:ident, $make:ident $(, #[$attr:meta])* $(,)?) => {
+        /// The shared suite (`common::suite::suite_tests!`) on this backend.
+        mod $module {
+            use $crate::common::{$make, reliability, suite};
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn every_scenario_is_caught_exactly() {
+                suite::scenarios_are_caught_exactly(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn silver_schema_is_exactly_the_contract() {
+                suite::silver_schema_is_the_contract(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_backfill_baselines_each_month_on_the_one_before() {
+                suite::backfill_baselines_each_month_on_the_previous(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn committed_month_metrics_are_kept_until_the_month_changes() {
+                suite::committed_month_metrics_are_kept_until_the_month_changes(&$make().await.ws)
+                    .await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_rerun_of_a_committed_drop_adds_no_row_and_no_snapshot() {
+                suite::rerun_adds_nothing(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_broken_balance_fails_the_run_and_commits_nothing() {
+                suite::broken_balance_commits_nothing(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_fail_rule_stops_the_run_with_nothing_committed() {
+                suite::fail_rule_commits_nothing(&mut $make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_dry_run_commits_nothing_but_reports_what_it_would_commit() {
+                suite::dry_run_commits_nothing(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn malformed_records_are_quarantined_with_file_line_and_raw_text() {
+                suite::malformed_records_are_quarantined(&$make().await.ws).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            $(#[$attr])*
+            async fn the_same_drop_run_twice_at_once_commits_once() {
+                suite::same_drop_twice_at_once_commits_once(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn resubmissions_and_foreign_rows_are_set_aside() {
+                suite::resubmissions_and_foreign_rows_are_set_aside(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_crash_anywhere_then_a_rerun_gives_the_same_result() {
+                suite::crash_anywhere_then_rerun_gives_the_same_result(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn reference_lag_is_replayed_into_silver_once() {
+                suite::reference_lag_is_replayed_into_silver_once(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn corrected_quarantine_rows_are_replayed() {
+                suite::corrected_quarantine_rows_are_replayed(&$make().await.ws).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            $(#[$attr])*
+            async fn overlapping_drops_racing_commit_each_key_once() {
+                reliability::overlapping_drops_racing_commit_each_key_once(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_tampered_claim_marker_steers_no_path() {
+                reliability::a_tampered_claim_marker_steers_no_path(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_summary_completed_after_a_crash_carries_every_figure() {
+                reliability::a_summary_completed_after_a_crash_carries_every_figure(
+                    &$make().await.ws,
+                )
+                .await;
+            }
+
+            /// Needs no backend: every `pub async fn` of `suite.rs` and
+            /// `reliability.rs` that takes only a workspace is in the list above.
+            #[test]
+            fn the_list_names_every_shared_function() {
+                $crate::common::suite::assert_the_list_is_complete();
+            }
+        }
+    };
+}
+
+/// The check behind `the_list_names_every_shared_function`: each `pub async
+/// fn name(ws: &Workspace)` (or `&mut Workspace`) returning nothing (a test,
+/// not a helper) of `suite.rs` and `reliability.rs` is called as
+/// `module::name(` in this file (the list).
+pub fn assert_the_list_is_complete() {
+    let list = include_str!("suite.rs");
+    for (module, source) in [
+        ("suite", include_str!("suite.rs")),
+        ("reliability", include_str!("reliability.rs")),
+    ] {
+        for signature in source.split("\npub async fn ").skip(1) {
+            let Some((name, rest)) = signature.split_once('(') else {
+                continue;
+            };
+            let Some((params, after)) = rest.split_once(')') else {
+                continue;
+            };
+            let params: Vec<&str> = params
+                .trim()
+                .trim_end_matches(',')
+                .split_whitespace()
+                .collect();
+            let a_test = after.trim_start().starts_with('{');
+            if !a_test
+                || (params != ["ws:", "&Workspace"] && params != ["ws:", "&mut", "Workspace"])
+            {
+                continue;
+            }
+            assert!(
+                list.contains(&format!("{module}::{name}(")),
+                "{module}::{name} takes only a workspace but is not in suite_tests!: add it"
+            );
+        }
+    }
 }
