@@ -361,11 +361,6 @@ impl Error {
         }
     }
 
-    /// Whether a rerun may succeed without anyone changing anything (exit code 3).
-    pub fn is_retryable(&self) -> bool {
-        self.class() == ErrorClass::Infra
-    }
-
     /// Wraps a DataFusion error with the stage it happened in.
     pub fn query(stage: &'static str) -> impl FnOnce(datafusion::error::DataFusionError) -> Error {
         move |source| Error::Query {
@@ -560,7 +555,7 @@ mod tests {
         for (error, expected) in one_of_each() {
             assert_eq!(error.class(), expected, "{error:?}");
             assert_eq!(
-                error.is_retryable(),
+                error.class().exit_code() == 3,
                 expected == ErrorClass::Infra,
                 "{error}"
             );

@@ -9,9 +9,20 @@
 //!                            rejects
 //! ```
 //!
-//! Modules in pipeline order: [`config`] (contract and rules), [`pipeline`]
-//! (one module per stage), [`infra`] (object storage and catalog), plus the
-//! [`cli`], [`backfill`], [`demo`] and [`telemetry`] around them.
+//! Layers, lowest first; a module uses only its own layer and those below
+//! (`tests/layers.rs` holds the same list and fails on a wrong import):
+//!
+//! ```text
+//!  cli                                         the command line
+//!  bench                                       the benchmark
+//!  report  replay  backfill  maintain  demo    what people run around the pipeline
+//!  pipeline                                    one module per stage of a run
+//!  exceptions                                  the exception store and its backlog
+//!  infra                                       object storage, catalog, Iceberg append, run ledger
+//!  config                                      contract, rules, the validated plan
+//!  core  transient  telemetry  progress        shared words, the SQL toolbox, logs
+//!  error                                       one error type and its exit codes
+//! ```
 
 #![deny(missing_docs)]
 

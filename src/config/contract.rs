@@ -60,19 +60,6 @@ impl ColumnType {
         }
     }
 
-    /// The SQL type name, for casts in generated queries.
-    pub fn sql_type(self) -> String {
-        match self {
-            ColumnType::String => "VARCHAR".to_string(),
-            ColumnType::Date => "DATE".to_string(),
-            ColumnType::Int => "INT".to_string(),
-            ColumnType::Long => "BIGINT".to_string(),
-            ColumnType::Double => "DOUBLE".to_string(),
-            ColumnType::Boolean => "BOOLEAN".to_string(),
-            ColumnType::Decimal { precision, scale } => format!("DECIMAL({precision},{scale})"),
-        }
-    }
-
     /// The Iceberg type of the Silver column.
     pub fn iceberg_type(self) -> PrimitiveType {
         match self {

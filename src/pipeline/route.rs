@@ -77,20 +77,6 @@ pub struct Routed {
     pub warned: u64,
 }
 
-impl Routed {
-    /// Rows going to Silver.
-    pub fn silver_rows(&self) -> u64 {
-        self.silver.iter().map(|b| b.num_rows() as u64).sum()
-    }
-
-    /// Rows set aside at `destination`.
-    pub fn set_aside_rows(&self, destination: SetAside) -> u64 {
-        self.set_aside
-            .get(&destination)
-            .map_or(0, |b| b.num_rows() as u64)
-    }
-}
-
 /// The schema of a dq_error file: contract, provenance, raw record, errors, run id, timestamp.
 pub fn dq_schema(contract: &Contract) -> SchemaRef {
     let mut fields = contract.arrow_fields();
