@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 
 /// Where a run's dq_error files and summary live: its id and run date.
@@ -17,6 +18,25 @@ pub struct RunPlace {
 }
 
 impl RunPlace {
+    /// The dq_error file of the run's rows of one kind (contributor ids are
+    /// checked to be safe in paths), relative to the dq_error root.
+    pub fn dq_file(&self, kind: SetAside, contributor: &str) -> String {
+        format!(
+            "{}/date={}/contributor={contributor}/run={}/part-00000.csv",
+            kind.kind(),
+            self.run_date,
+            self.run_id
+        )
+    }
+
+    /// The run's summary, relative to the dq_error root.
+    pub fn summary_path(&self, contributor: &str) -> String {
+        format!(
+            "summaries/date={}/contributor={contributor}/run={}.json",
+            self.run_date, self.run_id
+        )
+    }
+
     /// The place of `run_key`'s run claimed on `run_date`.
     pub fn for_run(run_key: &str, run_date: chrono::NaiveDate) -> RunPlace {
         RunPlace {

@@ -62,7 +62,7 @@ impl Claim {
     /// Where the run's summary goes, relative to the dq_error root.
     pub fn summary_path(&self) -> String {
         let contributor = self.run_key.split('/').next().unwrap_or_default();
-        Summary::path(&self.run_date, contributor, &self.run_id)
+        self.place().summary_path(contributor)
     }
 
     /// Names the run in the summary and in every later log line of its span.

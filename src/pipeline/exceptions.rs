@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::Context;
-use super::write::dq_file;
 use crate::core::drop::DropRef;
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
@@ -95,12 +94,7 @@ pub(super) async fn restore_missing_events(
     }
     let mut files = BTreeMap::new();
     for destination in [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending] {
-        let path = dq_file(
-            destination.kind(),
-            &run.run_date,
-            &run.drop.contributor,
-            &run.run_id,
-        );
+        let path = run.place().dq_file(destination, &run.drop.contributor);
         if context.dq_error.get_opt(&path).await?.is_some() {
             files.insert(destination, path);
         }

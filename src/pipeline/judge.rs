@@ -127,15 +127,9 @@ pub(super) async fn judge_and_write(
     clock = lap(summary, "route", clock);
     progress.stage("writing");
 
-    let written = write::write_outputs(
-        &routed,
-        &context.dq_out,
-        silver,
-        &claim.run_date,
-        contributor,
-        &claim.run_id,
-    )
-    .await?;
+    let place = claim.place();
+    let written =
+        write::write_outputs(&routed, &context.dq_out, silver, &place, contributor).await?;
     summary.outputs.clear();
     if !options.dry_run {
         for (destination, path) in &written.set_aside_files {

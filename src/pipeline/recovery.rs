@@ -55,7 +55,7 @@ pub(super) async fn restore_missing_summary(
     summary: &Summary,
     place: &RunPlace,
 ) -> Result<()> {
-    let path = Summary::path(&place.run_date, &context.drop.contributor, &place.run_id);
+    let path = place.summary_path(&context.drop.contributor);
     let committed = serde_json::to_value(RunStatus::Committed).ok();
     if read_json(&context.dq_error, &path)
         .await?

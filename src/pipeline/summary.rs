@@ -148,11 +148,6 @@ impl Summary {
         }
     }
 
-    /// Where the summary of run `run_id` is written, relative to the dq_error root.
-    pub fn path(run_date: &str, contributor: &str, run_id: &str) -> String {
-        format!("summaries/date={run_date}/contributor={contributor}/run={run_id}.json")
-    }
-
     /// Where the summary of a drop that could not be claimed (no run id yet) is written.
     pub fn failed_claim_path(contributor: &str, drop_id: &str) -> String {
         let now = chrono::Utc::now();

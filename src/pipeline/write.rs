@@ -11,6 +11,7 @@ use arrow::record_batch::RecordBatch;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
+use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::infra::datafile::write_silver_files;
@@ -26,35 +27,21 @@ pub struct Written {
     pub set_aside_files: BTreeMap<SetAside, String>,
 }
 
-/// The dq_error folder of one run's rows of one kind.
-fn dq_folder(kind: &str, run_date: &str, contributor: &str, run_id: &str) -> String {
-    format!("{kind}/date={run_date}/contributor={contributor}/run={run_id}")
-}
-
-/// The dq_error file of one run's rows of one kind.
-pub fn dq_file(kind: &str, run_date: &str, contributor: &str, run_id: &str) -> String {
-    format!(
-        "{}/part-00000.csv",
-        dq_folder(kind, run_date, contributor, run_id)
-    )
-}
-
 /// Writes the set-aside rows as CSV and the Silver rows as Iceberg data files.
 pub async fn write_outputs(
     routed: &Routed,
     dq_error: &Location,
     silver: &Table,
-    run_date: &str,
+    place: &RunPlace,
     contributor: &str,
-    run_id: &str,
 ) -> Result<Written> {
     let mut set_aside_files = BTreeMap::new();
     for (destination, rows) in &routed.set_aside {
-        let path = dq_file(destination.kind(), run_date, contributor, run_id);
+        let path = place.dq_file(*destination, contributor);
         dq_error.put(&path, to_csv(rows)?).await?;
         set_aside_files.insert(*destination, path);
     }
-    let data_files = write_silver_files(silver, &routed.silver, run_id).await?;
+    let data_files = write_silver_files(silver, &routed.silver, &place.run_id).await?;
     Ok(Written {
         data_files,
         set_aside_files,
