@@ -26,6 +26,7 @@ use crate::infra::catalog::{connect, load_or_create_silver};
 use crate::infra::datafile::write_silver_files;
 use crate::infra::storage::Stores;
 use crate::pipeline::read::read_drop;
+use crate::stage::Stage;
 
 const CONTRIBUTOR: &str = "BENCH_BANK";
 
@@ -158,7 +159,10 @@ fn typed_rows(plan: &Plan, statements: &[Statement]) -> Result<RecordBatch> {
     };
     let batch = read_drop(&plan.contract, &[file])?;
     let columns: Vec<usize> = (0..plan.contract.columns.len()).collect();
-    batch.rows.project(&columns).map_err(Error::arrow("bench"))
+    batch
+        .rows
+        .project(&columns)
+        .map_err(Error::arrow(Stage::Bench))
 }
 
 /// `rows` with the order column moved to the last day of `month`.
@@ -168,10 +172,10 @@ fn redated(plan: &Plan, rows: &RecordBatch, month: NaiveDate) -> Result<RecordBa
     let index = rows
         .schema()
         .index_of(&plan.contract.order_column)
-        .map_err(Error::arrow("bench"))?;
+        .map_err(Error::arrow(Stage::Bench))?;
     let mut columns = rows.columns().to_vec();
     columns[index] = Arc::new(Date32Array::from(vec![days; rows.num_rows()]));
-    RecordBatch::try_new(rows.schema(), columns).map_err(Error::arrow("bench"))
+    RecordBatch::try_new(rows.schema(), columns).map_err(Error::arrow(Stage::Bench))
 }
 
 /// Bench setup only: appends one month of generated history to Silver
@@ -328,14 +332,14 @@ fn measure_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
         .with_header(true)
         .with_batch_size(65_536)
         .build(file)
-        .map_err(Error::arrow("bench"))?;
+        .map_err(Error::arrow(Stage::Bench))?;
     let out_path = ws.dir.join("floor.parquet");
     let out = std::fs::File::create(&out_path).map_err(io(&out_path))?;
     let mut writer =
         parquet::arrow::ArrowWriter::try_new(out, ws.plan.contract.arrow_schema(), None)
             .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
     for batch in reader {
-        let batch = batch.map_err(Error::arrow("bench"))?;
+        let batch = batch.map_err(Error::arrow(Stage::Bench))?;
         writer
             .write(&batch)
             .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;

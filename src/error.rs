@@ -4,6 +4,7 @@
 //!
 //! A bad *row* is never an `Error`: it becomes a quarantine row with a reason.
 
+use crate::stage::Stage;
 use std::path::PathBuf;
 
 /// What kind of failure, as an orchestrator sees it.
@@ -127,7 +128,7 @@ pub enum Error {
     #[error("evaluation error in {stage}: {}", engine_text(source))]
     Query {
         /// The pipeline stage.
-        stage: &'static str,
+        stage: Stage,
         /// The underlying error.
         source: Box<datafusion::error::DataFusionError>,
     },
@@ -145,7 +146,7 @@ pub enum Error {
     #[error("arrow error in {stage}: {}", EngineFailure::of_arrow(source))]
     Arrow {
         /// The pipeline stage.
-        stage: &'static str,
+        stage: Stage,
         /// The underlying error.
         source: arrow::error::ArrowError,
     },
@@ -362,7 +363,7 @@ impl Error {
     }
 
     /// Wraps a DataFusion error with the stage it happened in.
-    pub fn query(stage: &'static str) -> impl FnOnce(datafusion::error::DataFusionError) -> Error {
+    pub fn query(stage: Stage) -> impl FnOnce(datafusion::error::DataFusionError) -> Error {
         move |source| Error::Query {
             stage,
             source: Box::new(source),
@@ -370,7 +371,7 @@ impl Error {
     }
 
     /// Wraps an Arrow error with the stage it happened in.
-    pub fn arrow(stage: &'static str) -> impl FnOnce(arrow::error::ArrowError) -> Error {
+    pub fn arrow(stage: Stage) -> impl FnOnce(arrow::error::ArrowError) -> Error {
         move |source| Error::Arrow { stage, source }
     }
 
@@ -428,7 +429,7 @@ mod tests {
     /// match has no wildcard: a new variant does not compile until it is
     /// added here with its class.
     fn one_of_each() -> Vec<(Error, ErrorClass)> {
-        let engine = |e: DataFusionError| Error::query("evaluate")(e);
+        let engine = |e: DataFusionError| Error::query(Stage::Evaluate)(e);
         let samples = vec![
             Error::ConfigRead {
                 path: "c.toml".into(),
@@ -499,8 +500,8 @@ mod tests {
                 subject: "rule 'r'".into(),
                 failure: EngineFailure::DivisionByZero,
             },
-            Error::arrow("read")(ArrowError::CastError("'A1234567'".into())),
-            Error::arrow("read")(ArrowError::IoError("read".into(), io_error())),
+            Error::arrow(Stage::Read)(ArrowError::CastError("'A1234567'".into())),
+            Error::arrow(Stage::Read)(ArrowError::IoError("read".into(), io_error())),
             Error::Io {
                 path: "out".into(),
                 source: io_error(),
@@ -582,7 +583,7 @@ mod tests {
             ),
         ];
         for source in failing {
-            let error = Error::query("evaluate")(source);
+            let error = Error::query(Stage::Evaluate)(source);
             assert_eq!(error.class(), ErrorClass::Data, "{error}");
         }
     }
@@ -607,14 +608,15 @@ mod tests {
                 "division by zero",
             ),
         ] {
-            let message = Error::query("evaluate")(source).to_string();
+            let message = Error::query(Stage::Evaluate)(source).to_string();
             assert!(!message.contains("A1234567"), "{message}");
             assert!(
                 message.contains("evaluate") && message.contains(kind),
                 "{message}"
             );
         }
-        let arrow = Error::arrow("read")(ArrowError::CastError("cannot cast 'A1234567'".into()));
+        let arrow =
+            Error::arrow(Stage::Read)(ArrowError::CastError("cannot cast 'A1234567'".into()));
         assert!(!arrow.to_string().contains("A1234567"), "{arrow}");
     }
 

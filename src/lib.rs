@@ -40,6 +40,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod replay;
 pub mod report;
+pub mod stage;
 pub mod telemetry;
 pub mod transient;
 

@@ -2,6 +2,7 @@
 //! judging, writing, committing) and how long it has taken. Off unless the
 //! CLI asks for it (stderr is a terminal); logs stay the record.
 
+use crate::stage::Stage;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -35,9 +36,9 @@ impl Progress {
     }
 
     /// Shows that the run entered `stage`.
-    pub fn stage(&self, stage: &str) {
+    pub fn stage(&self, stage: Stage) {
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("{}: {stage}", self.label));
+            bar.set_message(format!("{}: {}", self.label, stage.doing()));
         }
     }
 
@@ -56,7 +57,7 @@ mod tests {
     #[test]
     fn a_stage_names_the_drop_and_the_stage() {
         let progress = Progress::with_bar(Some(ProgressBar::hidden()), "BANK_A/2026-11");
-        progress.stage("writing");
+        progress.stage(Stage::Write);
         assert_eq!(
             progress.bar.as_ref().map(|b| b.message()),
             Some("BANK_A/2026-11: writing".to_string())
@@ -66,7 +67,7 @@ mod tests {
     #[test]
     fn a_disabled_progress_shows_nothing() {
         let progress = Progress::new(false, "BANK_A/2026-11");
-        progress.stage("reading");
+        progress.stage(Stage::Read);
         assert!(progress.bar.is_none());
     }
 }

@@ -2,6 +2,8 @@
 //! through a run. None of them ever reaches Silver (DESIGN.md invariant 3):
 //! the Silver writer keeps only the contract's columns.
 
+use crate::stage::Stage;
+
 /// Prefix of the previous-state columns made by the baseline LAG (`prev_<column>`).
 pub const PREV_PREFIX: &str = "prev_";
 /// How many times the row's record key (entity key + order column) occurs in the drop.
@@ -43,7 +45,7 @@ pub const EXCEPTION_ID: &str = "_exception_id";
 pub fn with_columns(
     batch: &arrow::record_batch::RecordBatch,
     extra: Vec<(arrow::datatypes::Field, arrow::array::ArrayRef)>,
-    stage: &'static str,
+    stage: Stage,
 ) -> crate::Result<arrow::record_batch::RecordBatch> {
     let schema = batch.schema();
     let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().iter().cloned().collect();

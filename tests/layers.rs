@@ -11,7 +11,7 @@ use std::path::Path;
 /// Top-level modules, lowest layer first; a module may use its own layer and
 /// those below it.
 const LAYERS: &[&[&str]] = &[
-    &["error"],
+    &["error", "stage"],
     &["core", "transient", "telemetry", "progress"],
     &["config"],
     &["infra"],

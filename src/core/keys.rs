@@ -14,6 +14,7 @@ use arrow::datatypes::DataType;
 use hashbrown::HashTable;
 
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 
 /// Distinct keys, each numbered from 0 in the order first seen.
 pub struct KeyIndex {
@@ -23,12 +24,12 @@ pub struct KeyIndex {
     keys: Vec<(u32, u32, u64)>,
     table: HashTable<u32>,
     hasher: ahash::RandomState,
-    stage: &'static str,
+    stage: Stage,
 }
 
 impl KeyIndex {
     /// An empty index; `stage` names its errors.
-    pub fn new(stage: &'static str) -> KeyIndex {
+    pub fn new(stage: Stage) -> KeyIndex {
         KeyIndex {
             batches: Vec::new(),
             keys: Vec::new(),
@@ -169,7 +170,7 @@ mod tests {
 
     #[test]
     fn equal_keys_share_a_number_and_unknown_keys_are_not_found() {
-        let mut index = KeyIndex::new("test");
+        let mut index = KeyIndex::new(Stage::Baseline);
         let ids = index
             .insert(&columns(
                 vec![Some("a"), Some("b"), Some("a"), None, None, Some("1")],
@@ -193,7 +194,7 @@ mod tests {
 
     #[test]
     fn parts_do_not_run_into_each_other() {
-        let mut index = KeyIndex::new("test");
+        let mut index = KeyIndex::new(Stage::Baseline);
         let two = |a: &str, b: &str| -> Vec<ArrayRef> {
             vec![
                 Arc::new(StringArray::from(vec![a])),
@@ -207,7 +208,7 @@ mod tests {
 
     #[test]
     fn keys_survive_the_table_growing() {
-        let mut index = KeyIndex::new("test");
+        let mut index = KeyIndex::new(Stage::Baseline);
         let names: Vec<String> = (0..100_000).map(|i| format!("k{i}")).collect();
         let column: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(&names))];
         let ids = index.insert(&column).unwrap();

@@ -12,6 +12,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 
 /// A session with silverline's settings.
 pub fn new_session() -> SessionContext {
@@ -24,10 +25,7 @@ pub fn new_session() -> SessionContext {
 
 /// Runs `frame`, returning its rows under one plain schema: every field
 /// nullable and without metadata (the parts of a union may differ in both).
-pub async fn collect(
-    frame: DataFrame,
-    stage: &'static str,
-) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+pub async fn collect(frame: DataFrame, stage: Stage) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let planned = Arc::new(frame.schema().as_arrow().clone());
     let batches = frame.collect().await.map_err(Error::query(stage))?;
     let found = batches.first().map_or(planned, RecordBatch::schema);
@@ -52,7 +50,7 @@ pub fn register_table(
     ctx: &SessionContext,
     name: &str,
     (schema, batches): (SchemaRef, Vec<RecordBatch>),
-    stage: &'static str,
+    stage: Stage,
 ) -> Result<()> {
     let lanes = ctx.state().config().target_partitions().max(1);
     let mut partitions = vec![Vec::new(); lanes];
@@ -71,7 +69,7 @@ pub async fn register_frame(
     ctx: &SessionContext,
     name: &str,
     frame: DataFrame,
-    stage: &'static str,
+    stage: Stage,
 ) -> Result<()> {
     let collected = collect(frame, stage).await?;
     register_table(ctx, name, collected, stage)

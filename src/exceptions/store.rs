@@ -28,6 +28,7 @@ use crate::infra::catalog::{exceptions_ident, load_or_create_table, owned_table_
 use crate::infra::datafile::write_silver_files;
 use crate::infra::ledger::RUN_KEY_PROPERTY;
 use crate::infra::ledger::find_committed;
+use crate::stage::Stage;
 
 /// The columns of the exception table, in order: (name, type, required).
 const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
@@ -182,8 +183,8 @@ fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
         .zip(schema.fields())
         .map(|(column, field)| cast(column, field.data_type()))
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::arrow("exceptions"))?;
-    RecordBatch::try_new(schema, columns).map_err(Error::arrow("exceptions"))
+        .map_err(Error::arrow(Stage::Exceptions))?;
+    RecordBatch::try_new(schema, columns).map_err(Error::arrow(Stage::Exceptions))
 }
 
 /// A column of a scanned batch, brought to `kind`.
@@ -191,7 +192,7 @@ fn column_as(batch: &RecordBatch, name: &str, kind: &DataType) -> Result<ArrayRe
     let column = batch
         .column_by_name(name)
         .ok_or_else(|| Error::Internal(format!("exceptions: column {name} is missing")))?;
-    cast(column, kind).map_err(Error::arrow("exceptions"))
+    cast(column, kind).map_err(Error::arrow(Stage::Exceptions))
 }
 
 fn from_batch(batch: &RecordBatch) -> Result<Vec<ExceptionEvent>> {

@@ -28,6 +28,7 @@ use parquet::schema::types::ColumnPath;
 use crate::core::keys::KeyIndex;
 use crate::error::{Error, Result};
 use crate::infra::catalog::METRICS_COLUMN_PREFIX;
+use crate::stage::Stage;
 
 /// Writes `batches` as data files of `silver`'s current schema and partition
 /// spec, with one writer per core, each on its share of the batches.
@@ -80,7 +81,7 @@ async fn write_share(
         .iter()
         .map(|b| {
             RecordBatch::try_new(arrow_schema.clone(), b.columns().to_vec())
-                .map_err(Error::arrow("write"))
+                .map_err(Error::arrow(Stage::Write))
         })
         .collect::<Result<Vec<_>>>()?;
     let written = if spec.is_unpartitioned() {
@@ -141,7 +142,7 @@ impl PartitionSplitter {
             .as_any()
             .downcast_ref::<StructArray>()
             .ok_or_else(|| invalid("partition values are not a struct"))?;
-        let mut index = KeyIndex::new("write");
+        let mut index = KeyIndex::new(Stage::Write);
         let groups = index.insert(parts.columns()).map_err(invalid)?;
         if index.len() == 1 {
             return Ok(vec![(self.key_of(&values, 0)?, batch.clone())]);

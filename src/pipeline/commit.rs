@@ -25,6 +25,7 @@ use crate::infra::append::{Committed, JudgedOn, RunAppend, append_for_run};
 use crate::infra::catalog::table_ident;
 use crate::infra::ledger::RUN_KEY_PROPERTY;
 use crate::pipeline::balance::Balanced;
+use crate::stage::Stage;
 
 /// Who is committing: the run's key, place and the rule set that judged it.
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +78,7 @@ pub(super) async fn commit_run(
         contributor,
     )
     .await?;
-    let clock = lap(summary, "commit", clock);
+    let clock = lap(summary, Stage::Commit, clock);
     hooks::crash_if(options, CrashPoint::AfterCommit)?;
     match committed {
         Committed::Snapshot(id) => {
@@ -87,7 +88,7 @@ pub(super) async fn commit_run(
             let ids = &judged.exception_ids;
             let recorded = record_events(context, &run, &judged.set_aside_files, ids).await?;
             summary.backlog = Some(recorded);
-            lap(summary, "exceptions", clock);
+            lap(summary, Stage::Exceptions, clock);
             Ok(Attempt::Done)
         }
         Committed::LostRace(id) => {

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
 use crate::pipeline::hooks::{self, CrashPoint};
 use crate::progress::Progress;
+use crate::stage::Stage;
 
 /// The references' keys: loading in the background until first needed.
 pub(super) enum References {
@@ -66,7 +67,7 @@ pub(super) async fn judge_and_write(
     let plan = context.plan;
     let contributor = &context.drop.contributor;
     let mut clock = Instant::now();
-    progress.stage("baseline and rules");
+    progress.stage(Stage::Baseline);
     let committed_periods = evaluate::committed::start_committed_periods(
         plan,
         rules,
@@ -90,7 +91,7 @@ pub(super) async fn judge_and_write(
         summary.baseline.window_from = Some(from.to_string());
         summary.baseline.window_to = Some(to.to_string());
     }
-    clock = lap(summary, "baseline", clock);
+    clock = lap(summary, Stage::Baseline, clock);
     let known_keys = references.get().await?;
     let committed_periods = match committed_periods {
         Some(work) => Some(work.join().await?),
@@ -106,7 +107,7 @@ pub(super) async fn judge_and_write(
         batch.rejects.len() as u64,
         batch.received,
     ));
-    clock = lap(summary, "evaluate", clock);
+    clock = lap(summary, Stage::Evaluate, clock);
     stop_on_fail_rules(&judged.outcomes)?;
 
     let carried = load_carried(&context.bronze, context.drop).await?;
@@ -124,8 +125,8 @@ pub(super) async fn judge_and_write(
     )?;
     drop(judged); // routed holds what is kept
     summary.counts.warned = routed.warned;
-    clock = lap(summary, "route", clock);
-    progress.stage("writing");
+    clock = lap(summary, Stage::Route, clock);
+    progress.stage(Stage::Write);
 
     let place = claim.place();
     let written =
@@ -140,7 +141,7 @@ pub(super) async fn judge_and_write(
         }
     }
     let set_aside_files = written.set_aside_files.clone();
-    clock = lap(summary, "write", clock);
+    clock = lap(summary, Stage::Write, clock);
     hooks::crash_if(options, CrashPoint::AfterWrite)?;
 
     let mut counted = balance::count(written, &context.dq_out).await?;
@@ -158,7 +159,7 @@ pub(super) async fn judge_and_write(
         pending = summary.counts.pending,
         "balanced"
     );
-    lap(summary, "balance", clock);
+    lap(summary, Stage::Balance, clock);
     Ok(Judgement {
         balanced,
         set_aside_files,

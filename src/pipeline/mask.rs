@@ -15,6 +15,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 use crate::transient::RAW_RECORD;
 
 /// What replaces the raw text of an unparseable record when masking.
@@ -51,7 +52,7 @@ pub fn mask_set_aside(contract: &Contract, batch: &RecordBatch) -> Result<Record
             }
         })
         .collect::<Result<Vec<_>>>()?;
-    RecordBatch::try_new(schema, columns).map_err(Error::arrow("mask"))
+    RecordBatch::try_new(schema, columns).map_err(Error::arrow(Stage::Mask))
 }
 
 fn masked_column(column: &ArrayRef) -> Result<ArrayRef> {

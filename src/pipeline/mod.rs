@@ -37,6 +37,7 @@ use crate::error::Result;
 use crate::infra::append::{JudgedOn, discard_files};
 use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
+use crate::stage::Stage;
 use background::Background;
 use claim::{Claim, Claimed};
 use commit::Attempt;
@@ -125,7 +126,7 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
             return Err(error);
         }
     };
-    time(&mut summary, "claim", started);
+    time(&mut summary, Stage::Claim, started);
     claim.record(&mut summary);
     if !options.dry_run {
         lineage::emit(plan, &context.stores, &summary).await;
@@ -133,7 +134,7 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
     let summary_path = claim.summary_path();
     let result = process(&context, (claim, references), &rules, options, &mut summary).await;
     summary.finished_at = Some(now());
-    time(&mut summary, "total", started);
+    time(&mut summary, Stage::Total, started);
     finish(&context, summary, &summary_path, result, options).await
 }
 
@@ -190,10 +191,10 @@ async fn stages(
     (options, summary, progress): (&RunOptions, &mut Summary, &Progress),
 ) -> Result<()> {
     let clock = Instant::now();
-    progress.stage("reading");
+    progress.stage(Stage::Read);
     let batch = read::read_drop(&context.plan.contract, &std::mem::take(&mut claim.files))?;
     batch.record(summary);
-    lap(summary, "read", clock);
+    lap(summary, Stage::Read, clock);
     let mut references = References::Loading(references);
     let mut silver = context.silver.clone();
     for judgement in 1.. {
@@ -208,7 +209,7 @@ async fn stages(
             (options, summary, progress),
         )
         .await?;
-        progress.stage("committing");
+        progress.stage(Stage::Commit);
         hooks::crash_if(options, CrashPoint::BeforeCommit)?;
         if options.dry_run {
             summary.status = RunStatus::DryRun;

@@ -25,6 +25,7 @@ use crate::exceptions::record::ExceptionIds;
 use crate::pipeline::evaluate::{DQ_SEVERITY, Judged};
 use crate::pipeline::mask::mask_set_aside;
 use crate::pipeline::read::{PARSE_RULE, ParseReject};
+use crate::stage::Stage;
 use crate::transient::{
     DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, EXCEPTION_ID, RAW_RECORD, SOURCE_FILE, SOURCE_LINE,
 };
@@ -157,7 +158,7 @@ pub fn route_rows(
 
 /// One batch of set-aside rows in the order they stood in the drop (file, line).
 fn in_file_order(schema: &SchemaRef, parts: &[RecordBatch]) -> Result<RecordBatch> {
-    let all = arrow::compute::concat_batches(schema, parts).map_err(Error::arrow("route"))?;
+    let all = arrow::compute::concat_batches(schema, parts).map_err(Error::arrow(Stage::Route))?;
     let sort_by = [SOURCE_FILE, SOURCE_LINE]
         .iter()
         .map(|name| {
@@ -171,18 +172,18 @@ fn in_file_order(schema: &SchemaRef, parts: &[RecordBatch]) -> Result<RecordBatc
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let order = lexsort_to_indices(&sort_by, None).map_err(Error::arrow("route"))?;
+    let order = lexsort_to_indices(&sort_by, None).map_err(Error::arrow(Stage::Route))?;
     let columns = all
         .columns()
         .iter()
         .map(|c| take(c.as_ref(), &order, None))
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::arrow("route"))?;
-    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("route"))
+        .map_err(Error::arrow(Stage::Route))?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Route))
 }
 
 fn filter(batch: &RecordBatch, mask: &BooleanArray) -> Result<RecordBatch> {
-    filter_record_batch(batch, mask).map_err(Error::arrow("route"))
+    filter_record_batch(batch, mask).map_err(Error::arrow(Stage::Route))
 }
 
 fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
@@ -198,8 +199,8 @@ fn contract_columns(contract: &Contract, batch: &RecordBatch) -> Result<RecordBa
         .column_names()
         .map(|n| batch.schema().index_of(n))
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::arrow("route"))?;
-    batch.project(&indices).map_err(Error::arrow("route"))
+        .map_err(Error::arrow(Stage::Route))?;
+    batch.project(&indices).map_err(Error::arrow(Stage::Route))
 }
 
 fn dq_rows(
@@ -233,7 +234,7 @@ fn dq_rows(
         (0..rows).map(|r| errors_json(errors, r)),
     )));
     columns.extend(stamp_columns(stamp, rows));
-    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("route"))
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Route))
 }
 
 fn errors_json(errors: &ListArray, row: usize) -> String {
@@ -294,5 +295,5 @@ fn reject_rows(
     });
     columns.push(Arc::new(StringArray::from_iter_values(errors)));
     columns.extend(stamp_columns(stamp, rows));
-    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("route"))
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Route))
 }

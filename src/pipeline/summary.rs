@@ -16,6 +16,7 @@ use crate::config::rules::{Rule, rules_fingerprint};
 use crate::core::drop::DropRef;
 use crate::infra::catalog::table_ident;
 use crate::pipeline::evaluate::aggregate::PeriodReport;
+use crate::stage::Stage;
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -188,14 +189,15 @@ pub fn now() -> String {
 }
 
 /// Records how long `stage` took since `since`.
-pub fn time(summary: &mut Summary, stage: &str, since: Instant) {
-    summary
-        .timings_ms
-        .insert(stage.to_string(), since.elapsed().as_millis() as u64);
+pub fn time(summary: &mut Summary, stage: Stage, since: Instant) {
+    summary.timings_ms.insert(
+        stage.as_str().to_string(),
+        since.elapsed().as_millis() as u64,
+    );
 }
 
 /// Records how long `stage` took since `since`; returns now, for the next stage.
-pub fn lap(summary: &mut Summary, stage: &str, since: Instant) -> Instant {
+pub fn lap(summary: &mut Summary, stage: Stage, since: Instant) -> Instant {
     time(summary, stage, since);
     Instant::now()
 }

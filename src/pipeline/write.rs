@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::infra::datafile::write_silver_files;
 use crate::infra::storage::Location;
 use crate::pipeline::route::Routed;
+use crate::stage::Stage;
 
 /// What a run wrote, before the commit.
 #[derive(Debug)]
@@ -54,7 +55,7 @@ fn to_csv(rows: &RecordBatch) -> Result<Vec<u8>> {
         let mut writer = arrow::csv::WriterBuilder::new()
             .with_header(true)
             .build(&mut out);
-        writer.write(rows).map_err(Error::arrow("write"))?;
+        writer.write(rows).map_err(Error::arrow(Stage::Write))?;
     }
     Ok(out)
 }

@@ -23,6 +23,7 @@ use chrono::{Datelike, NaiveDate};
 
 use crate::config::contract::Contract;
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 use crate::transient::{
     DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, prev_column,
     with_columns,
@@ -75,7 +76,7 @@ pub(super) fn lag(
     for name in prev {
         let current = column(rows, name)?;
         let committed_values = cast(&committed.column(name)?, current.data_type())
-            .map_err(Error::arrow("baseline"))?;
+            .map_err(Error::arrow(Stage::Baseline))?;
         let previous = previous_values(current, &committed_values, &sources)?;
         extra.push((
             Field::new(prev_column(name), current.data_type().clone(), true),
@@ -101,7 +102,7 @@ pub(super) fn lag(
             .into_iter()
             .map(|(name, array)| (Field::new(name, array.data_type().clone(), true), array)),
     );
-    with_columns(rows, extra, "baseline")
+    with_columns(rows, extra, Stage::Baseline)
 }
 
 /// The history columns the LAG reads (the `prev` columns, the order column
@@ -124,7 +125,7 @@ impl HistoryColumns {
                     .iter()
                     .map(|b| column(b, name).map(|c| c.as_ref()))
                     .collect::<Result<Vec<&dyn Array>>>()?;
-                let joined = concat(&parts).map_err(Error::arrow("baseline"))?;
+                let joined = concat(&parts).map_err(Error::arrow(Stage::Baseline))?;
                 Ok((name.clone(), joined))
             })
             .collect::<Result<_>>()?;
@@ -280,7 +281,7 @@ fn previous_values(
 ) -> Result<ArrayRef> {
     let none = new_null_array(current.data_type(), 1);
     let arrays: [&dyn Array; 3] = [current.as_ref(), committed.as_ref(), none.as_ref()];
-    interleave(&arrays, sources).map_err(Error::arrow("baseline"))
+    interleave(&arrays, sources).map_err(Error::arrow(Stage::Baseline))
 }
 
 /// The first day of each date's month (null for a null date).

@@ -32,6 +32,7 @@ use crate::config::rules::{Rule, Scope};
 use crate::core::keys::KeyIndex;
 use crate::core::sql::{new_session, quote, register_table, sql_string};
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 use futures::TryStreamExt;
 
 /// The drop's rows with their previous state attached, not yet computed.
@@ -92,10 +93,15 @@ impl Baselined {
 
 /// Registers `rows` as the table `baselined`, sliced over the session's partitions.
 async fn register_rows(ctx: &SessionContext, rows: &RecordBatch) -> Result<DataFrame> {
-    register_table(ctx, "baselined", (rows.schema(), slices(rows)), "baseline")?;
+    register_table(
+        ctx,
+        "baselined",
+        (rows.schema(), slices(rows)),
+        Stage::Baseline,
+    )?;
     ctx.table("baselined")
         .await
-        .map_err(Error::query("baseline"))
+        .map_err(Error::query(Stage::Baseline))
 }
 
 /// Rows per slice of the in-memory tables, so the rules run on every core.
@@ -136,7 +142,7 @@ pub(crate) struct Entities {
 
 impl Entities {
     fn of_drop(contract: &Contract, rows: &RecordBatch) -> Result<Entities> {
-        let mut index = KeyIndex::new("baseline");
+        let mut index = KeyIndex::new(Stage::Baseline);
         let of_rows = index.insert(&key_columns(contract, rows)?)?;
         Ok(Entities { index, of_rows })
     }
@@ -219,7 +225,7 @@ impl History {
         let kept = match rows {
             None => batch.slice(0, kept_rows),
             Some(rows) => arrow::compute::take_record_batch(batch, &UInt32Array::from(rows))
-                .map_err(Error::arrow("baseline"))?,
+                .map_err(Error::arrow(Stage::Baseline))?,
         };
         self.batches.push(kept);
         Ok(())
@@ -297,12 +303,16 @@ impl HistoryRead<'_> {
             quote(&self.contract.contributor_column),
             sql_string(self.contributor)
         );
-        let frame = ctx.sql(&sql).await.map_err(Error::query("baseline"))?;
+        let frame = ctx.sql(&sql).await.map_err(Error::query(Stage::Baseline))?;
         let mut stream = frame
             .execute_stream()
             .await
-            .map_err(Error::query("baseline"))?;
-        while let Some(batch) = stream.try_next().await.map_err(Error::query("baseline"))? {
+            .map_err(Error::query(Stage::Baseline))?;
+        while let Some(batch) = stream
+            .try_next()
+            .await
+            .map_err(Error::query(Stage::Baseline))?
+        {
             let entities = self.entities.find(self.contract, &batch)?;
             history.keep(&batch, entities, &wanted)?;
         }
@@ -364,11 +374,11 @@ pub(crate) async fn register_history_source(
             Arc::new(provider)
         } else {
             let empty = MemTable::try_new(contract.arrow_schema(), vec![vec![]])
-                .map_err(Error::query("baseline"))?;
+                .map_err(Error::query(Stage::Baseline))?;
             Arc::new(empty)
         };
     ctx.register_table("silver", provider)
-        .map_err(Error::query("baseline"))?;
+        .map_err(Error::query(Stage::Baseline))?;
     Ok(())
 }
 

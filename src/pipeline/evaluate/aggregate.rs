@@ -25,6 +25,7 @@ use crate::core::sql::{quote, register_frame, register_table};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
 use crate::pipeline::evaluate::{Outcome, rule_failure};
+use crate::stage::Stage;
 use crate::transient::{PERIOD, prev_column};
 
 /// One period's metrics and rule outcomes, for the summary.
@@ -80,13 +81,13 @@ pub async fn evaluate_aggregates(
     let rows = ctx
         .sql(&drop_rows_sql(metrics))
         .await
-        .map_err(Error::query("aggregate"))?;
-    register_frame(ctx, "aggregate_rows", rows, "aggregate").await?;
+        .map_err(Error::query(Stage::Aggregate))?;
+    register_frame(ctx, "aggregate_rows", rows, Stage::Aggregate).await?;
     register_table(
         ctx,
         "committed_periods",
         (committed.schema, committed.batches),
-        "aggregate",
+        Stage::Aggregate,
     )?;
     let sql = periods_sql(metrics, rules, average_periods);
     let batches = match collect_sql(ctx, &sql).await {
@@ -97,7 +98,7 @@ pub async fn evaluate_aggregates(
     };
     for table in ["aggregate_rows", "committed_periods"] {
         ctx.deregister_table(table)
-            .map_err(Error::query("aggregate"))?;
+            .map_err(Error::query(Stage::Aggregate))?;
     }
     let mut outcomes = PeriodOutcomes::default();
     for batch in &batches {
@@ -136,7 +137,7 @@ async fn blame_aggregate(
             return rule_failure(&subject, source);
         }
     }
-    Error::query("aggregate")(together)
+    Error::query(Stage::Aggregate)(together)
 }
 
 /// The drop's rows with their period (computed by the baseline): only the
@@ -215,7 +216,7 @@ fn read_periods(
         .downcast_ref::<Date32Array>()
         .ok_or_else(|| internal("period is not a date"))?;
     let values = (1..=metrics.len() * 3)
-        .map(|i| cast(batch.column(i), &DataType::Float64).map_err(Error::arrow("aggregate")))
+        .map(|i| cast(batch.column(i), &DataType::Float64).map_err(Error::arrow(Stage::Aggregate)))
         .collect::<Result<Vec<_>>>()?;
     let first_rule = 1 + metrics.len() * 3;
     for row in 0..batch.num_rows() {

@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
 use crate::pipeline::baseline::{comparison_window, register_history_source};
+use crate::stage::Stage;
 
 /// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
 const UNIX_EPOCH_FROM_CE: i32 = 719_163;
@@ -139,15 +140,21 @@ impl ComparedMonths {
 
     /// One month's metrics, computed from Silver.
     async fn measure(&self, ctx: &SessionContext, rows_sql: &str) -> Result<RecordBatch> {
-        let rows = ctx.sql(rows_sql).await.map_err(Error::query("aggregate"))?;
-        register_frame(ctx, "committed_rows", rows, "aggregate").await?;
+        let rows = ctx
+            .sql(rows_sql)
+            .await
+            .map_err(Error::query(Stage::Aggregate))?;
+        register_frame(ctx, "committed_rows", rows, Stage::Aggregate).await?;
         let frame = ctx
             .sql(&self.by_period)
             .await
-            .map_err(Error::query("aggregate"))?;
+            .map_err(Error::query(Stage::Aggregate))?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
-        let batches = frame.collect().await.map_err(Error::query("aggregate"))?;
-        arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow("aggregate"))
+        let batches = frame
+            .collect()
+            .await
+            .map_err(Error::query(Stage::Aggregate))?;
+        arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Aggregate))
     }
 
     /// The schema of a month's metrics, when there is no month to measure.
@@ -272,7 +279,7 @@ async fn keep(dq_error: &Location, path: &str, batch: &RecordBatch) {
     });
     let result = match written {
         Ok(()) => dq_error.put(path, bytes).await,
-        Err(error) => Err(Error::arrow("aggregate")(error)),
+        Err(error) => Err(Error::arrow(Stage::Aggregate)(error)),
     };
     if let Err(error) = result {
         tracing::warn!(path, error = %error, "could not keep the period metrics");

@@ -33,6 +33,7 @@ use crate::config::plan::Reference;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
+use crate::stage::Stage;
 use crate::transient::{
     DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, with_columns,
 };
@@ -251,7 +252,7 @@ async fn blame_row_rule(
             return rule_failure(&format!("rule '{}'", rule.name), source);
         }
     }
-    Error::query("evaluate")(together)
+    Error::query(Stage::Evaluate)(together)
 }
 
 /// `subject` (a rule or metric) could not be evaluated over the rows: an
@@ -259,7 +260,7 @@ async fn blame_row_rule(
 pub(crate) fn rule_failure(subject: &str, source: datafusion::error::DataFusionError) -> Error {
     let failure = crate::error::EngineFailure::of_query(&source);
     if failure == crate::error::EngineFailure::Io {
-        return Error::query("evaluate")(source);
+        return Error::query(Stage::Evaluate)(source);
     }
     Error::Evaluation {
         subject: subject.to_string(),
@@ -442,7 +443,7 @@ fn judge_batch(
         worst.append_option(row_worst.map(Severity::code));
     }
     let own: Vec<usize> = (0..kept).collect();
-    let own = batch.project(&own).map_err(Error::arrow("evaluate"))?;
+    let own = batch.project(&own).map_err(Error::arrow(Stage::Evaluate))?;
     let verdicts: Vec<(Field, ArrayRef)> = vec![
         (errors_field(), Arc::new(errors.finish())),
         (
@@ -454,7 +455,7 @@ fn judge_batch(
             Arc::new(worst.finish()),
         ),
     ];
-    with_columns(&own, verdicts, "evaluate")
+    with_columns(&own, verdicts, Stage::Evaluate)
 }
 
 /// Appends one (rule, severity, message) entry to the current row's error list.

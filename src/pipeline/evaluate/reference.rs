@@ -19,6 +19,7 @@ use crate::core::keys::KeyIndex;
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::baseline::Baselined;
+use crate::stage::Stage;
 use crate::transient::{REF_PREFIX, with_columns};
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
@@ -61,7 +62,7 @@ pub async fn flag_references(mut baselined: Baselined, known: &[KnownKeys]) -> R
             DataType::Boolean,
             true,
         );
-        rows = with_columns(&rows, vec![(field, Arc::new(flags))], "reference")?;
+        rows = with_columns(&rows, vec![(field, Arc::new(flags))], Stage::Reference)?;
     }
     baselined.replace_rows(rows).await?;
     Ok(baselined)
@@ -70,7 +71,7 @@ pub async fn flag_references(mut baselined: Baselined, known: &[KnownKeys]) -> R
 /// Indexes the reference's key columns (as text) over every batch.
 fn index_keys(reference: Reference, batches: &[RecordBatch]) -> Result<KnownKeys> {
     let columns: Vec<&String> = reference.keys.iter().map(|(_, other)| other).collect();
-    let mut index = KeyIndex::new("reference");
+    let mut index = KeyIndex::new(Stage::Reference);
     for batch in batches {
         index.insert(&key_columns(batch, &columns, &reference.name)?)?;
     }
@@ -98,7 +99,7 @@ fn key_columns(batch: &RecordBatch, names: &[&String], reference: &str) -> Resul
                 arg: format!("references '{reference}'"),
                 reason: format!("no column '{name}'"),
             })?;
-            cast(column, &DataType::Utf8).map_err(Error::arrow("reference"))
+            cast(column, &DataType::Utf8).map_err(Error::arrow(Stage::Reference))
         })
         .collect()
 }

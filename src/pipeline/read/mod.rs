@@ -21,6 +21,7 @@ use crate::config::contract::Contract;
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
 use crate::pipeline::summary::Summary;
+use crate::stage::Stage;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
 /// The name of the parse rule, as it appears in dq_error files and summaries.
@@ -119,7 +120,7 @@ pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
     }
     let rows = match parts.len() {
         1 => parts.remove(0),
-        _ => arrow::compute::concat_batches(&schema, &parts).map_err(Error::arrow("read"))?,
+        _ => arrow::compute::concat_batches(&schema, &parts).map_err(Error::arrow(Stage::Read))?,
     };
     rejects.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     Ok(Batch {
@@ -205,7 +206,7 @@ fn keep_readable_rows(
     columns.push(Arc::new(Int64Array::from_iter_values(
         table.lines.iter().map(|l| *l as i64),
     )));
-    let all = RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow("read"))?;
+    let all = RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Read))?;
     let good = if table.problems.is_empty() {
         all
     } else {
@@ -213,7 +214,7 @@ fn keep_readable_rows(
         for (row, _) in &table.problems {
             keep[*row] = false;
         }
-        filter_record_batch(&all, &BooleanArray::from(keep)).map_err(Error::arrow("read"))?
+        filter_record_batch(&all, &BooleanArray::from(keep)).map_err(Error::arrow(Stage::Read))?
     };
     let mut rejects: Vec<ParseReject> = table
         .problems

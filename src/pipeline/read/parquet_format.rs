@@ -12,6 +12,7 @@ use super::{RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 
 /// Reads one Parquet file, typing its columns as text.
 pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
@@ -28,7 +29,8 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     let batches = reader
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| bad(format!("cannot decode: {e}")))?;
-    let all = arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow("read"))?;
+    let all =
+        arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Read))?;
     let header: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     let positions = map_header(contract, &file.name, &header)?;
     let columns = positions

@@ -18,6 +18,7 @@ use chrono::NaiveDate;
 
 use crate::config::contract::{Column, ColumnType};
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 
 /// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
 const UNIX_EPOCH_FROM_CE: i32 = 719_163;
@@ -107,9 +108,9 @@ impl ColumnBuilder {
     /// Appends the values of `other`, a builder of the same type.
     fn append_builder(&mut self, other: ColumnBuilder) -> Result<()> {
         match (self, other) {
-            (ColumnBuilder::Text(b), ColumnBuilder::Text(mut o)) => {
-                b.append_array(&o.finish()).map_err(Error::arrow("read"))?
-            }
+            (ColumnBuilder::Text(b), ColumnBuilder::Text(mut o)) => b
+                .append_array(&o.finish())
+                .map_err(Error::arrow(Stage::Read))?,
             (ColumnBuilder::Date(b), ColumnBuilder::Date(mut o)) => b.append_array(&o.finish()),
             (ColumnBuilder::Int(b), ColumnBuilder::Int(mut o)) => b.append_array(&o.finish()),
             (ColumnBuilder::Long(b), ColumnBuilder::Long(mut o)) => b.append_array(&o.finish()),
@@ -149,7 +150,7 @@ impl ColumnBuilder {
                 builder
                     .finish()
                     .with_precision_and_scale(precision, scale)
-                    .map_err(Error::arrow("read"))?,
+                    .map_err(Error::arrow(Stage::Read))?,
             ),
         })
     }
