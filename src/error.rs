@@ -169,6 +169,14 @@ pub enum Error {
     /// A broken internal expectation: a bug to report, not a data problem.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The run's rows are committed to Silver, but what follows the commit
+    /// (recording its exceptions) failed: a rerun finds the drop committed
+    /// and completes it.
+    #[error("committed to Silver, but {source}: run the drop again to complete its record")]
+    AfterCommit {
+        /// What failed.
+        source: Box<Error>,
+    },
     /// A fault injected on purpose by a test (only with the `test-hooks` feature).
     #[cfg(feature = "test-hooks")]
     #[error("injected fault at {0}")]
@@ -218,9 +226,7 @@ impl EngineFailure {
     pub fn of_query(error: &datafusion::error::DataFusionError) -> EngineFailure {
         use datafusion::error::DataFusionError as E;
         let root = error.find_root();
-        if let Some(kind) = Self::from_text(&root.to_string()) {
-            return kind;
-        }
+        // Typed kinds first: an I/O error's text (a path naming "cast") says nothing of its kind.
         match root {
             E::ArrowError(source, _) => Self::of_arrow(source),
             E::ObjectStore(_) | E::IoError(_) | E::ParquetError(_) => EngineFailure::Io,
@@ -230,8 +236,10 @@ impl EngineFailure {
             | E::SQL(..)
             | E::SchemaError(..)
             | E::NotImplemented(_)
-            | E::Configuration(_) => EngineFailure::Planning,
-            _ => EngineFailure::Execution,
+            | E::Configuration(_) => {
+                Self::from_text(&root.to_string()).unwrap_or(EngineFailure::Planning)
+            }
+            other => Self::from_text(&other.to_string()).unwrap_or(EngineFailure::Execution),
         }
     }
 
@@ -356,7 +364,11 @@ impl Error {
             Error::Storage { source, .. } if is_refused(source) => ErrorClass::Config,
             Error::Query { source, .. } => EngineFailure::of_query(source).class(),
             Error::Arrow { source, .. } => EngineFailure::of_arrow(source).class(),
-            Error::Storage { .. } | Error::Catalog { .. } | Error::Io { .. } => ErrorClass::Infra,
+            Error::Catalog { source, .. } if is_not_retryable(source) => ErrorClass::Data,
+            Error::Storage { .. }
+            | Error::Catalog { .. }
+            | Error::Io { .. }
+            | Error::AfterCommit { .. } => ErrorClass::Infra,
             #[cfg(feature = "test-hooks")]
             Error::Injected(_) => ErrorClass::Infra,
         }
@@ -400,6 +412,15 @@ impl Error {
             source: Box::new(source),
         }
     }
+}
+
+/// An Iceberg failure about what was written (invalid data, an unsupported
+/// feature), which a retry meets again.
+fn is_not_retryable(source: &iceberg::Error) -> bool {
+    matches!(
+        source.kind(),
+        iceberg::ErrorKind::DataInvalid | iceberg::ErrorKind::FeatureUnsupported
+    )
 }
 
 /// Storage said no to our identity: a credentials mistake, not a passing fault.
@@ -476,6 +497,13 @@ mod tests {
                 iceberg::ErrorKind::Unexpected,
                 "catalog down",
             )),
+            Error::catalog("write", "t")(iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                "a value the writer cannot take",
+            )),
+            Error::AfterCommit {
+                source: Box::new(Error::Internal("events".into())),
+            },
             engine(DataFusionError::ArrowError(
                 Box::new(ArrowError::DivideByZero),
                 None,
@@ -542,7 +570,11 @@ mod tests {
                         ArrowError::IoError(..) => ErrorClass::Infra,
                         _ => ErrorClass::Data,
                     },
-                    Error::Catalog { .. } | Error::Io { .. } => ErrorClass::Infra,
+                    Error::Catalog { source, .. } => match source.kind() {
+                        iceberg::ErrorKind::DataInvalid => ErrorClass::Data,
+                        _ => ErrorClass::Infra,
+                    },
+                    Error::Io { .. } | Error::AfterCommit { .. } => ErrorClass::Infra,
                     #[cfg(feature = "test-hooks")]
                     Error::Injected(_) => ErrorClass::Infra,
                 };
@@ -561,6 +593,13 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn an_io_error_whose_text_names_a_cast_is_still_io() {
+        let io = std::io::Error::other("s3://broadcast-lake/stackoverflow/x: connection reset");
+        let error = Error::query(Stage::Evaluate)(DataFusionError::IoError(io));
+        assert_eq!(error.class(), ErrorClass::Infra, "{error}");
     }
 
     #[test]

@@ -19,7 +19,9 @@ use crate::transient::{
 };
 
 /// What happens to a row that fails a rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Goes to Silver, counted as warned.
@@ -80,7 +82,7 @@ impl Severity {
 }
 
 /// What a rule looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// One row (and its `prev_*` state: then it is a trend rule).

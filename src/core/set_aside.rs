@@ -12,6 +12,9 @@ pub enum SetAside {
 }
 
 impl SetAside {
+    /// Every kind, in order.
+    pub const ALL: [SetAside; 3] = [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending];
+
     /// The dq_error folder of this destination.
     pub fn kind(self) -> &'static str {
         match self {

@@ -2,7 +2,7 @@
 //! rule and by age, entries and exits per week. The backlog computes them;
 //! summaries and the report show them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The age buckets of open exceptions, in days (upper bounds, inclusive); the
 /// last bucket is everything older.
@@ -14,7 +14,7 @@ pub const AGE_BUCKETS: [(&str, Option<u32>); 4] = [
 ];
 
 /// Headline figures of a backlog.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BacklogFigures {
     /// Open exceptions (pending or quarantined).
     pub open: u64,
@@ -37,7 +37,7 @@ pub struct BacklogFigures {
 }
 
 /// Open exceptions of one rule.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleBacklog {
     /// Primary rule code.
     pub rule: String,
@@ -48,7 +48,7 @@ pub struct RuleBacklog {
 }
 
 /// Entries and exits of one week.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WeekFlow {
     /// Monday of the week (YYYY-MM-DD).
     pub week: String,

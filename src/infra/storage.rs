@@ -203,6 +203,14 @@ impl Location {
         }
     }
 
+    /// Deletes the object at `relative`; nothing there is fine.
+    pub async fn delete(&self, relative: &str) -> Result<()> {
+        match self.store.delete(&self.path(relative)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(Error::storage("delete", self.describe(relative))(source)),
+        }
+    }
+
     /// Reads the whole object at `relative`; `None` if it does not exist.
     pub async fn get_opt(&self, relative: &str) -> Result<Option<Bytes>> {
         match self.store.get(&self.path(relative)).await {

@@ -86,7 +86,11 @@ pub(super) async fn commit_run(
             summary.snapshot_id = Some(id);
             let run = committed_run(summary, &claim.run_id, &claim.run_date);
             let ids = &judged.exception_ids;
-            let recorded = record_events(context, &run, &judged.set_aside_files, ids).await?;
+            let recorded = record_events(context, &run, &judged.set_aside_files, ids)
+                .await
+                .map_err(|source| Error::AfterCommit {
+                    source: Box::new(source),
+                })?;
             summary.backlog = Some(recorded);
             lap(summary, Stage::Exceptions, clock);
             Ok(Attempt::Done)

@@ -93,7 +93,7 @@ pub(super) async fn restore_missing_events(
         return Ok(());
     }
     let mut files = BTreeMap::new();
-    for destination in [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending] {
+    for destination in SetAside::ALL {
         let path = run.place().dq_file(destination, &run.drop.contributor);
         if context.dq_error.get_opt(&path).await?.is_some() {
             files.insert(destination, path);

@@ -56,65 +56,63 @@ pub(super) async fn restore_missing_summary(
     place: &RunPlace,
 ) -> Result<()> {
     let path = place.summary_path(&context.drop.contributor);
-    let committed = serde_json::to_value(RunStatus::Committed).ok();
-    if read_json(&context.dq_error, &path)
-        .await?
-        .is_some_and(|found| found.get("status") == committed.as_ref())
-    {
+    let found = read_summary(&context.dq_error, &path).await?;
+    if found.is_some_and(|s| s.status == RunStatus::Committed) {
         return Ok(());
     }
     let run_key = summary.run_key.clone().unwrap_or_default();
-    let staged = read_json(&context.dq_error, &claim::staged_summary_path(&run_key)).await?;
+    let staged = read_summary(&context.dq_error, &claim::staged_summary_path(&run_key)).await?;
+    let from_snapshot = snapshot_record(context, summary);
     let mut restored = match staged {
-        Some(staged) => staged,
-        None => to_json(&rebuilt_from_snapshot(context, summary, place))?,
+        Some(staged) if agrees(&staged, from_snapshot.as_ref()) => staged,
+        _ => rebuilt_from_snapshot(summary, place, from_snapshot.unwrap_or_default()),
     };
-    let backlog = exceptions::contributor_backlog(context, chrono::Utc::now()).await?;
-    let completion = [
-        ("status", to_json(&RunStatus::Committed)?),
-        ("finished_at", to_json(&now())?),
-        ("backlog", to_json(&backlog)?),
-    ];
-    if let Some(fields) = restored.as_object_mut() {
-        fields.extend(completion.map(|(k, v)| (k.to_string(), v)));
-        if let Some(id) = summary.snapshot_id {
-            fields.insert("snapshot_id".to_string(), id.into());
-        }
-    }
-    let body = serde_json::to_vec_pretty(&restored).map_err(|source| Error::Encode {
-        what: "run summary",
-        source,
-    })?;
-    context.dq_error.put(&path, body).await?;
-    let url = context.dq_error.url_of(&path);
+    restored.status = RunStatus::Committed;
+    restored.finished_at = Some(now());
+    restored.snapshot_id = summary.snapshot_id.or(restored.snapshot_id);
+    restored.backlog = Some(exceptions::contributor_backlog(context, chrono::Utc::now()).await?);
+    let url = restored.write(&context.dq_error, &path).await?;
     tracing::warn!(summary = %url, "the committed run had no final summary: completed it");
     Ok(())
 }
 
-/// The JSON document at `path`, if there is one that parses.
-pub(super) async fn read_json(
-    location: &Location,
-    path: &str,
-) -> Result<Option<serde_json::Value>> {
+/// The summary at `path`, if there is one that reads as a summary.
+async fn read_summary(location: &Location, path: &str) -> Result<Option<Summary>> {
     let found = location.get_opt(path).await?;
     Ok(found.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
 }
 
-pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value> {
-    serde_json::to_value(value).map_err(|source| Error::Encode {
-        what: "run summary",
-        source,
-    })
+/// What the committing snapshot says, while the table still has it.
+fn snapshot_record(context: &Context<'_>, summary: &Summary) -> Option<SnapshotRecord> {
+    let snapshot = context
+        .silver
+        .metadata()
+        .snapshot_by_id(summary.snapshot_id?)?;
+    Some(SnapshotRecord::from_properties(
+        &snapshot.summary().additional_properties,
+    ))
+}
+
+/// Whether a staged summary is the committed run's: a run of the same drop
+/// judged on another state of Silver may have staged different figures.
+fn agrees(staged: &Summary, committed: Option<&SnapshotRecord>) -> bool {
+    let Some(record) = committed else {
+        return true;
+    };
+    let c = &staged.counts;
+    (c.received, c.committed, c.quarantined, c.dropped, c.pending)
+        == (
+            record.received,
+            record.committed,
+            record.quarantined,
+            record.dropped,
+            record.pending,
+        )
 }
 
 /// A summary from the counts in the committing snapshot's properties (runs that
 /// committed before summaries were written ahead of the commit).
-fn rebuilt_from_snapshot(context: &Context<'_>, summary: &Summary, place: &RunPlace) -> Summary {
-    let record = summary
-        .snapshot_id
-        .and_then(|id| context.silver.metadata().snapshot_by_id(id))
-        .map(|s| SnapshotRecord::from_properties(&s.summary().additional_properties))
-        .unwrap_or_default();
+fn rebuilt_from_snapshot(summary: &Summary, place: &RunPlace, record: SnapshotRecord) -> Summary {
     let mut restored = summary.clone();
     restored.run_id = Some(place.run_id.clone());
     restored.counts.received = record.received;

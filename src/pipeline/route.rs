@@ -116,7 +116,7 @@ pub fn route_rows(
             .filter(|s| **s == Some(Severity::Warn))
             .count() as u64;
         silver.push(contract_columns(contract, &filter(batch, &to_silver)?)?);
-        for destination in [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending] {
+        for destination in SetAside::ALL {
             let mask: BooleanArray = destinations
                 .iter()
                 .map(|d| Some(*d == Some(destination)))

@@ -19,7 +19,7 @@ use crate::pipeline::evaluate::aggregate::PeriodReport;
 use crate::stage::Stage;
 
 /// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Still running (never written as final).
@@ -59,7 +59,7 @@ pub struct Counts {
 }
 
 /// How much of the drop found its history.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BaselineCoverage {
     /// First day of history read.
     pub window_from: Option<String>,
@@ -74,7 +74,7 @@ pub struct BaselineCoverage {
 }
 
 /// The run summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// How the run ended.
     pub status: RunStatus,

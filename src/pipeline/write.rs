@@ -37,10 +37,16 @@ pub async fn write_outputs(
     contributor: &str,
 ) -> Result<Written> {
     let mut set_aside_files = BTreeMap::new();
-    for (destination, rows) in &routed.set_aside {
-        let path = place.dq_file(*destination, contributor);
-        dq_error.put(&path, to_csv(rows)?).await?;
-        set_aside_files.insert(*destination, path);
+    for destination in SetAside::ALL {
+        let path = place.dq_file(destination, contributor);
+        match routed.set_aside.get(&destination) {
+            Some(rows) => {
+                dq_error.put(&path, to_csv(rows)?).await?;
+                set_aside_files.insert(destination, path);
+            }
+            // An earlier judgement or attempt of this run may have left one.
+            None => dq_error.delete(&path).await?,
+        }
     }
     let data_files = write_silver_files(silver, &routed.silver, &place.run_id).await?;
     Ok(Written {

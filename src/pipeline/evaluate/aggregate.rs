@@ -15,7 +15,7 @@ use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use chrono::NaiveDate;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::committed::CommittedPeriods;
 use super::metrics::{metric_columns, metrics_by_period_sql};
@@ -29,7 +29,7 @@ use crate::stage::Stage;
 use crate::transient::{PERIOD, prev_column};
 
 /// One period's metrics and rule outcomes, for the summary.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PeriodReport {
     /// First day of the period.
     pub period: String,

@@ -26,7 +26,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Fields};
 use arrow::record_batch::RecordBatch;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Plan;
 use crate::config::plan::Reference;
@@ -91,7 +91,7 @@ impl Outcome {
 }
 
 /// Counts for one rule over one run.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RuleOutcome {
     /// Rule name.
     pub rule: String,
