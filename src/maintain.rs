@@ -1,7 +1,7 @@
 //! Table maintenance: `silverline maintain` expires the snapshots of Silver and
 //! of the exception store that are older than a retention, keeping everything
 //! idempotency needs. What proves a run committed is the ledger (table
-//! properties, see [`crate::pipeline::ledger`]), which expiry does not touch;
+//! properties, see [`crate::infra::ledger`]), which expiry does not touch;
 //! runs committed before the ledger existed get their entries in the same
 //! commit that expires their snapshots, so no proof is ever lost.
 
@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 use crate::infra::catalog::exceptions_ident;
 use crate::infra::catalog::{connect, table_ident};
 use crate::infra::ledger::{ledger_key, ledger_value, unledgered_runs};
-use crate::infra::storage::Stores;
+use crate::infra::storage::{Location, Stores};
+use crate::pipeline::claim::marker_place;
 
 /// How much history to keep.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +50,7 @@ pub async fn maintain(plan: &Plan, retention: Retention) -> Result<Vec<TableMain
         });
     }
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let catalog = connect(&plan.catalog, &stores).await?;
     let mut done = Vec::new();
     for ident in [table_ident(&plan.table), exceptions_ident(plan)] {
@@ -57,7 +59,7 @@ pub async fn maintain(plan: &Plan, retention: Retention) -> Result<Vec<TableMain
             .await
             .map_err(Error::catalog("table-exists", ident.to_string()))?;
         if exists {
-            done.push(maintain_table(&catalog, &ident, retention).await?);
+            done.push(maintain_table(&catalog, &ident, (&dq_error, retention)).await?);
         }
     }
     Ok(done)
@@ -66,7 +68,7 @@ pub async fn maintain(plan: &Plan, retention: Retention) -> Result<Vec<TableMain
 async fn maintain_table(
     catalog: &Arc<dyn Catalog>,
     ident: &TableIdent,
-    retention: Retention,
+    (dq_error, retention): (&Location, Retention),
 ) -> Result<TableMaintained> {
     let target = ident.to_string();
     let table = catalog
@@ -74,7 +76,7 @@ async fn maintain_table(
         .await
         .map_err(Error::catalog("load-table", &target))?;
     let before = table.metadata().snapshots().count();
-    let (tx, ledgered) = with_ledger_entries(&table)?;
+    let (tx, ledgered) = with_ledger_entries(&table, dq_error).await?;
     let cutoff = chrono::Utc::now() - chrono::Duration::days(i64::from(retention.older_than_days));
     let expire = tx
         .expire_snapshots()
@@ -98,8 +100,9 @@ async fn maintain_table(
 }
 
 /// A transaction on `table` that first adds the ledger entries of runs known
-/// only from their snapshots; returns it and how many entries it adds.
-fn with_ledger_entries(table: &Table) -> Result<(Transaction, usize)> {
+/// only from their snapshots, each with the run date of its claim marker (the
+/// snapshot's date when it has none); returns it and how many entries it adds.
+async fn with_ledger_entries(table: &Table, dq_error: &Location) -> Result<(Transaction, usize)> {
     let target = table.identifier().to_string();
     let missing = unledgered_runs(table);
     let tx = Transaction::new(table);
@@ -107,7 +110,9 @@ fn with_ledger_entries(table: &Table) -> Result<(Transaction, usize)> {
         return Ok((tx, 0));
     }
     let mut update = tx.update_table_properties();
-    for (run_key, place) in &missing {
+    for (run_key, from_snapshot) in &missing {
+        let place = marker_place(dq_error, run_key).await?;
+        let place = place.as_ref().unwrap_or(from_snapshot);
         update = update.set(ledger_key(run_key), ledger_value(place)?);
     }
     let tx = update

@@ -305,3 +305,21 @@ fn control_characters_of_an_id_reach_stderr_escaped() {
         }
     }
 }
+
+/// A partition on a sensitive column would write its values into data file
+/// paths and manifests: the configuration is refused, naming the setting.
+#[test]
+fn a_partition_on_a_sensitive_column_is_refused_by_check_config() {
+    let (_tmp, config) = project(|text| {
+        text.replace(
+            "{ column = \"contributor_id\" },",
+            "{ column = \"new_ic\" },",
+        )
+    });
+    let assert = silverline(&["check-config", "--config", config.to_str().unwrap()]);
+    let text = output(&assert);
+    assert.code(2);
+    assert!(text.contains("table.partition"), "{text}");
+    assert!(text.contains("new_ic"), "{text}");
+    assert!(text.contains("sensitive"), "{text}");
+}

@@ -194,6 +194,10 @@ fn check_table(
                 "table.partition: unknown column '{}'",
                 field.column
             )),
+            Some(c) if c.sensitive => problems.push(format!(
+                "table.partition: column '{}' is marked sensitive, and partition values are written in data file paths and manifests: partition by another column",
+                field.column
+            )),
             Some(c)
                 if transform != PartitionTransform::Identity
                     && c.column_type != ColumnType::Date =>

@@ -26,8 +26,8 @@ use crate::error::{Error, Result};
 use crate::infra::append::{Committed, RunAppend, append_for_run};
 use crate::infra::catalog::{exceptions_ident, load_or_create_table, owned_table_properties};
 use crate::infra::datafile::write_silver_files;
-use crate::infra::ledger::RUN_KEY_PROPERTY;
 use crate::infra::ledger::find_committed;
+use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::stage::Stage;
 
 /// The columns of the exception table, in order: (name, type, required).
@@ -107,7 +107,7 @@ pub async fn append_events(
         place,
         properties: HashMap::from([
             (RUN_KEY_PROPERTY.to_string(), run_key.to_string()),
-            ("silverline.run-id".to_string(), place.run_id.clone()),
+            (RUN_ID_PROPERTY.to_string(), place.run_id.clone()),
             ("silverline.events".to_string(), events.len().to_string()),
         ]),
         attempts: plan.commit_attempts,

@@ -46,27 +46,40 @@ pub enum Committed {
 /// concurrency with validation, as Iceberg writers validate conflicting files).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JudgedOn {
-    /// The table's last sequence number when the baseline was read.
-    pub sequence_number: i64,
+    /// The table's current snapshot when the baseline was read (None: empty).
+    snapshot_id: Option<i64>,
 }
 
 impl JudgedOn {
     /// The state `table` is in now.
     pub fn of(table: &Table) -> JudgedOn {
         JudgedOn {
-            sequence_number: table.metadata().last_sequence_number(),
+            snapshot_id: table.metadata().current_snapshot_id(),
         }
     }
 
     /// Whether `table` gained, since this state, a snapshot that may hold rows
     /// of `contributor`: one of its runs, or an append by another writer.
-    /// Compactions (replace) and deletes add no record key.
+    /// Compactions (replace) and deletes add no record key. The current
+    /// snapshot's ancestry is walked back to the judged one (sequence numbers
+    /// do not exist in format v1); if that one cannot be met (expired), the
+    /// verdicts are taken as stale.
     pub fn is_stale(&self, table: &Table, contributor: &str) -> bool {
-        table
-            .metadata()
-            .snapshots()
-            .filter(|s| s.sequence_number() > self.sequence_number)
-            .any(|s| adds_rows_of(s, contributor))
+        let metadata = table.metadata();
+        let mut next = metadata.current_snapshot_id();
+        while let Some(id) = next {
+            if Some(id) == self.snapshot_id {
+                return false;
+            }
+            let Some(snapshot) = metadata.snapshot_by_id(id) else {
+                return true;
+            };
+            if adds_rows_of(snapshot, contributor) {
+                return true;
+            }
+            next = snapshot.parent_snapshot_id();
+        }
+        self.snapshot_id.is_some()
     }
 }
 

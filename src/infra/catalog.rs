@@ -223,7 +223,7 @@ async fn ensure_namespace(
 pub const METRICS_COLUMN_PREFIX: &str = "write.metadata.metrics.column.";
 
 /// Silverline retries Silver commits itself, re-checking the run key each time
-/// (see `pipeline::commit`); Iceberg's blind re-apply must stay off.
+/// (see `infra::append`); Iceberg's blind re-apply must stay off.
 const NO_ICEBERG_RETRIES: (&str, &str) = ("commit.retry.num-retries", "0");
 
 /// Sets on `table` every one of `properties` it lacks or holds with another

@@ -17,6 +17,9 @@ use crate::error::{Error, Result};
 /// Snapshot property holding the run key.
 pub const RUN_KEY_PROPERTY: &str = "silverline.run-key";
 
+/// Snapshot property holding the run id.
+pub const RUN_ID_PROPERTY: &str = "silverline.run-id";
+
 /// Prefix of the ledger's table properties; the run key follows it.
 pub const LEDGER_PREFIX: &str = "silverline.committed.";
 

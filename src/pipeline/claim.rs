@@ -167,6 +167,12 @@ pub fn staged_summary_path(run_key: &str) -> String {
     format!("claims/{run_key}.summary.json")
 }
 
+/// The place the claim marker of `run_key` holds, if it has one (a run key is
+/// `contributor/drop/fingerprint`, the marker's path under `claims/`).
+pub async fn marker_place(dq_error: &Location, run_key: &str) -> Result<Option<RunPlace>> {
+    read_marker(dq_error, &format!("claims/{run_key}.json"), run_key).await
+}
+
 fn marker_path(drop: &DropRef, fingerprint: &str) -> String {
     format!("claims/{}/{fingerprint}.json", drop.prefix())
 }
@@ -204,7 +210,7 @@ async fn read_marker(dq_error: &Location, path: &str, run_key: &str) -> Result<O
         return Ok(None);
     };
     let location = format!("claim marker {}", dq_error.url_of(path));
-    let way_out = "it is not a marker silverline wrote for this drop: delete it and run the drop again (nothing of this drop is committed, the run claims it afresh)";
+    let way_out = "it is not a marker silverline wrote for this drop: delete it and run the drop again (the run then claims the drop afresh, or finds it committed)";
     let marker: ClaimMarker = serde_json::from_slice(&bytes).map_err(|_| Error::BadRecord {
         location: location.clone(),
         reason: way_out.to_string(),

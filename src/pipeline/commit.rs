@@ -23,7 +23,7 @@ use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, JudgedOn, RunAppend, append_for_run};
 use crate::infra::catalog::table_ident;
-use crate::infra::ledger::RUN_KEY_PROPERTY;
+use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::pipeline::balance::Balanced;
 use crate::stage::Stage;
 
@@ -168,7 +168,6 @@ pub struct SnapshotRecord {
     pub pending: u64,
 }
 
-const RUN_ID_PROPERTY: &str = "silverline.run-id";
 const RULES_PROPERTY: &str = "silverline.rules-fingerprint";
 
 impl SnapshotRecord {

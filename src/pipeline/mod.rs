@@ -198,6 +198,7 @@ async fn stages(
     let mut references = References::Loading(references);
     let mut silver = context.silver.clone();
     for judgement in 1.. {
+        summary.judgements = judgement;
         let judged_on = JudgedOn::of(&silver);
         let on = (&silver, &mut references);
         let judged = judge::judge_and_write(

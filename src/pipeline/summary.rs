@@ -117,6 +117,10 @@ pub struct Summary {
     /// The contributor's exception backlog after this run (committed runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<crate::exceptions::figures::BacklogFigures>,
+    /// How many times the drop was judged: more than once when rows of the
+    /// contributor were committed by other runs while it was judged.
+    #[serde(default)]
+    pub judgements: u32,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -145,6 +149,7 @@ impl Summary {
             outputs: BTreeMap::new(),
             aggregates: Vec::new(),
             backlog: None,
+            judgements: 0,
             error: None,
         }
     }

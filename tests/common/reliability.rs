@@ -82,6 +82,11 @@ pub async fn overlapping_drops_racing_commit_each_key_once(ws: &Workspace) {
     assert_eq!((rows, keys), (300, 300), "each record key once in Silver");
     let committed: u64 = summaries.iter().map(|s| s.counts.committed).sum();
     assert_eq!(committed, 300, "what the summaries say went to Silver");
+    let judged_again = summaries.iter().filter(|s| s.judgements > 1).count();
+    assert!(
+        judged_again > 0,
+        "the runs raced: a later committer was judged again"
+    );
     for summary in &summaries {
         assert_eq!(summary.status, RunStatus::Committed, "{summary:?}");
         let c = &summary.counts;
