@@ -139,41 +139,7 @@ async fn stack_runs_killed_at_random_then_rerun_lose_and_double_nothing() {
     let ids: std::collections::BTreeSet<&str> =
         events.iter().map(|e| e.exception_id.as_str()).collect();
     assert_eq!(ids.len(), 2 * runs);
-    let seen = pyiceberg_rows_and_keys(ws);
-    assert_eq!(
-        seen,
-        (rows * runs, rows * runs),
-        "every good row exactly once"
-    );
-}
-
-/// Silver's rows and distinct record keys, counted by pyiceberg.
-fn pyiceberg_rows_and_keys(ws: &Workspace) -> (usize, usize) {
-    let python = std::env::var("SILVERLINE_PYTHON").expect(
-        "SILVERLINE_PYTHON (a python with pyiceberg) is not set: run bash localstack/test.sh",
-    );
-    let script = r#"
-import json, os, sys
-from pyiceberg.catalog import load_catalog
-e = os.environ
-catalog = load_catalog("t", type="rest", uri=e["SILVERLINE_REST_URI"], warehouse=e["SILVERLINE_WAREHOUSE"],
-    credential=e["SILVERLINE_REST_CREDENTIAL"], **{"s3.endpoint": e["SILVERLINE_S3_ENDPOINT"],
-    "s3.access-key-id": e["AWS_ACCESS_KEY_ID"], "s3.secret-access-key": e["AWS_SECRET_ACCESS_KEY"],
-    "s3.region": "us-east-1", "s3.path-style-access": "true"})
-table = catalog.load_table((sys.argv[1], sys.argv[2]))
-keys = table.scan(selected_fields=("contributor_id", "account_id", "statement_date")).to_arrow()
-distinct = keys.group_by(["contributor_id", "account_id", "statement_date"]).aggregate([]).num_rows
-print(json.dumps([keys.num_rows, distinct]))
-"#;
-    let output = Command::new(python)
-        .args(["-c", script, &ws.plan.table.namespace, &ws.plan.table.name])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: (usize, usize) = serde_json::from_slice(&output.stdout).unwrap();
-    seen
+    let good = (rows * runs) as u64;
+    let seen = common::pyiceberg::rows_and_keys(ws);
+    assert_eq!(seen, (good, good), "every good row exactly once");
 }

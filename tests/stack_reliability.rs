@@ -14,33 +14,8 @@ use common::reliability;
 use common::stack_workspace;
 use silverline::demo::Workspace;
 
-/// Runs `script` with the stack's pyiceberg, the table's namespace and name as
-/// arguments and a `catalog` already loaded; returns what it printed as JSON.
 fn pyiceberg(ws: &Workspace, script: &str) -> serde_json::Value {
-    let python = std::env::var("SILVERLINE_PYTHON").expect(
-        "SILVERLINE_PYTHON (a python with pyiceberg) is not set: run bash localstack/test.sh",
-    );
-    let preamble = r#"
-import json, os, sys
-from pyiceberg.catalog import load_catalog
-e = os.environ
-catalog = load_catalog("t", type="rest", uri=e["SILVERLINE_REST_URI"], warehouse=e["SILVERLINE_WAREHOUSE"],
-    credential=e["SILVERLINE_REST_CREDENTIAL"], **{"s3.endpoint": e["SILVERLINE_S3_ENDPOINT"],
-    "s3.access-key-id": e["AWS_ACCESS_KEY_ID"], "s3.secret-access-key": e["AWS_SECRET_ACCESS_KEY"],
-    "s3.region": "us-east-1", "s3.path-style-access": "true"})
-table = catalog.load_table((sys.argv[1], sys.argv[2]))
-"#;
-    let output = std::process::Command::new(python)
-        .args(["-c", &format!("{preamble}{script}")])
-        .args([&ws.plan.table.namespace, &ws.plan.table.name])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    common::pyiceberg::run(ws, script, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -48,15 +23,7 @@ table = catalog.load_table((sys.argv[1], sys.argv[2]))
 async fn stack_overlapping_drops_racing_commit_each_key_once() {
     let tw = stack_workspace().await;
     reliability::overlapping_drops_racing_commit_each_key_once(&tw.ws).await;
-    let seen = pyiceberg(
-        &tw.ws,
-        r#"
-rows = table.scan(selected_fields=("contributor_id", "account_id", "statement_date")).to_arrow().to_pylist()
-keys = {(r["contributor_id"], r["account_id"], str(r["statement_date"])) for r in rows}
-print(json.dumps({"rows": len(rows), "keys": len(keys)}))
-"#,
-    );
-    assert_eq!(seen, serde_json::json!({"rows": 300, "keys": 300}));
+    assert_eq!(common::pyiceberg::rows_and_keys(&tw.ws), (300, 300));
 }
 
 #[tokio::test]

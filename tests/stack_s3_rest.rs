@@ -53,18 +53,7 @@ async fn stack_pyiceberg_reads_what_we_wrote() {
     ws.run_drop("BANK_T", "2026-01", &RunOptions::default())
         .await
         .unwrap();
-    let python = std::env::var("SILVERLINE_PYTHON").expect(
-        "SILVERLINE_PYTHON (a python with pyiceberg) is not set: run bash localstack/test.sh",
-    );
     let script = r#"
-import json, os, sys
-from pyiceberg.catalog import load_catalog
-e = os.environ
-catalog = load_catalog("t", type="rest", uri=e["SILVERLINE_REST_URI"], warehouse=e["SILVERLINE_WAREHOUSE"],
-    credential=e["SILVERLINE_REST_CREDENTIAL"], **{"s3.endpoint": e["SILVERLINE_S3_ENDPOINT"],
-    "s3.access-key-id": e["AWS_ACCESS_KEY_ID"], "s3.secret-access-key": e["AWS_SECRET_ACCESS_KEY"],
-    "s3.region": "us-east-1", "s3.path-style-access": "true"})
-table = catalog.load_table((sys.argv[1], sys.argv[2]))
 data = table.scan(row_filter="account_id == 'BANK_T-000007' and statement_date == '2026-01-31'").to_arrow()
 exceptions = catalog.load_table((sys.argv[1], sys.argv[3]))
 print(json.dumps({
@@ -74,17 +63,7 @@ print(json.dumps({
     "sample": [str(v) for v in data.column("credit_limit").to_pylist()],
 }))
 "#;
-    let output = std::process::Command::new(python)
-        .args(["-c", script, &ws.plan.table.namespace, &ws.plan.table.name])
-        .arg(&ws.plan.exceptions.name)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let seen = common::pyiceberg::run(ws, script, &[&ws.plan.exceptions.name]);
     assert_eq!(seen["count"], 58);
     assert_eq!(seen["quarantined"], 2);
     let contract: Vec<&str> = ws.plan.contract.column_names().collect();

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod fault_proxy;
+pub mod pyiceberg;
 pub mod reliability;
 pub mod suite;
 
