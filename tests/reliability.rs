@@ -13,12 +13,9 @@
 mod common;
 
 use assert_cmd::Command;
-use chrono::NaiveDate;
 use common::reliability;
-use common::{silver_count, workspace};
+use common::{silver_count, suite, workspace};
 use silverline::cli::{EXIT_COMMITTED_CONCURRENTLY, replay_exit_code};
-use silverline::demo::generate::Portfolio;
-use silverline::pipeline::RunOptions;
 use silverline::pipeline::summary::RunStatus;
 use silverline::replay::{ReplayOptions, replay};
 
@@ -55,16 +52,8 @@ async fn a_rerun_after_silverline_maintain_does_nothing() {
 async fn a_losing_replay_says_so_and_exits_4() {
     let tw = workspace().await;
     let ws = &tw.ws;
-    let month = NaiveDate::from_ymd_opt(2026, 3, 1).unwrap();
-    let rows = Portfolio::new("LATE_R", 30, false, 21).statements(month, false);
-    let late: Vec<&str> = rows.iter().take(4).map(|r| r.holder.as_str()).collect();
-    ws.put_drop_holding_back("LATE_R", "2026-03", &rows, &late)
-        .await
-        .unwrap();
-    let first = ws
-        .run_drop("LATE_R", "2026-03", &RunOptions::default())
-        .await
-        .unwrap();
+    let (rows, first) = suite::late_holders_run(ws).await;
+    let late = suite::late_holders(&rows);
     let pending = first.summary.counts.pending;
     assert!(pending > 0);
     ws.register_holders("late", late.iter().copied())

@@ -6,10 +6,10 @@
 use chrono::NaiveDate;
 use silverline::config::rules::Severity;
 use silverline::demo::Workspace;
-use silverline::demo::generate::{Portfolio, mis_map_limits, months, to_csv};
+use silverline::demo::generate::{Portfolio, Statement, mis_map_limits, months, to_csv};
 use silverline::demo::scenarios::{NEWCOMER, ScenarioResult, run_all};
 use silverline::pipeline::summary::RunStatus;
-use silverline::pipeline::{CrashPoint, RunOptions, TestHooks};
+use silverline::pipeline::{CrashPoint, RunOptions, RunOutcome, TestHooks};
 use silverline::{Error, ErrorClass};
 
 use silverline::exceptions::ExceptionStatus;
@@ -633,24 +633,36 @@ async fn statuses_of(
         .collect()
 }
 
-/// Reference lag end to end: rows whose holder is missing are pending; a
-/// replay before the reference catches up changes no status and makes no
-/// twin; once the holders arrive a replay commits them to Silver exactly once
-/// and resolves their exceptions; a second replay does nothing.
-pub async fn reference_lag_is_replayed_into_silver_once(ws: &Workspace) {
+/// The holders of the first four rows: they arrive late in the reference.
+pub fn late_holders(rows: &[Statement]) -> Vec<&str> {
+    rows.iter().take(4).map(|r| r.holder.as_str()).collect()
+}
+
+/// LATE_R's March drop, run while the reference lacks the late holders: its
+/// rows and the run's outcome (their rows pending).
+pub async fn late_holders_run(ws: &Workspace) -> (Vec<Statement>, RunOutcome) {
     let rows = Portfolio::new("LATE_R", 30, false, 21).statements(month(2026, 3), false);
-    let late: Vec<&str> = rows.iter().take(4).map(|r| r.holder.as_str()).collect();
-    let pending = rows
-        .iter()
-        .filter(|r| late.contains(&r.holder.as_str()))
-        .count() as u64;
-    ws.put_drop_holding_back("LATE_R", "2026-03", &rows, &late)
+    ws.put_drop_holding_back("LATE_R", "2026-03", &rows, &late_holders(&rows))
         .await
         .unwrap();
     let first = ws
         .run_drop("LATE_R", "2026-03", &RunOptions::default())
         .await
         .unwrap();
+    (rows, first)
+}
+
+/// Reference lag end to end: rows whose holder is missing are pending; a
+/// replay before the reference catches up changes no status and makes no
+/// twin; once the holders arrive a replay commits them to Silver exactly once
+/// and resolves their exceptions; a second replay does nothing.
+pub async fn reference_lag_is_replayed_into_silver_once(ws: &Workspace) {
+    let (rows, first) = late_holders_run(ws).await;
+    let late = late_holders(&rows);
+    let pending = rows
+        .iter()
+        .filter(|r| late.contains(&r.holder.as_str()))
+        .count() as u64;
     assert_eq!(first.summary.counts.pending, pending);
     assert_eq!(first.summary.backlog.as_ref().unwrap().pending, pending);
     let opened = statuses_of(ws, "LATE_R").await;
