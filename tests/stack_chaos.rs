@@ -14,7 +14,6 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use assert_cmd::cargo::CommandCargoExt;
 use chrono::NaiveDate;
 use common::{exception_events, stack_workspace};
 use rand::{Rng, SeedableRng};
@@ -31,25 +30,8 @@ fn setting(name: &str, default: usize) -> usize {
 
 /// The binary's `run` of one drop of the chaos contributor.
 fn run_command(ws: &Workspace, drop_id: &str) -> Command {
-    let plan = &ws.plan;
-    let mut command = Command::cargo_bin("silverline").unwrap();
-    command
-        .args(["run", "--config"])
-        .arg(ws.dir.join("config/credit_statements.toml"))
-        .args(["--contributor", CONTRIBUTOR, "--drop", drop_id])
-        .env("SILVERLINE__STORAGE__BRONZE", &plan.storage.bronze)
-        .env("SILVERLINE__STORAGE__DQ_ERROR", &plan.storage.dq_error)
-        .env("SILVERLINE__TABLE__NAMESPACE", &plan.table.namespace)
-        .env(
-            "SILVERLINE__REFERENCES__0__LOCATION",
-            &plan.references[0].location,
-        )
-        .env(
-            "SILVERLINE__STORAGE__ENDPOINT",
-            plan.storage.s3.endpoint.clone().unwrap_or_default(),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut command = common::stack_run_command(ws, CONTRIBUTOR, drop_id);
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
     command
 }
 

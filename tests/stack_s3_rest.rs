@@ -16,7 +16,6 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use assert_cmd::Command;
 use chrono::NaiveDate;
 use common::fault_proxy::{FOREVER, FaultProxy};
 use common::{
@@ -188,30 +187,8 @@ fn run_binary(
     contributor: &str,
     drop_id: &str,
 ) -> (i32, String) {
-    let config = ws.dir.join("config/credit_statements.toml");
-    let plan = &ws.plan;
-    let mut command = Command::cargo_bin("silverline").unwrap();
-    command
-        .args([
-            "--log-format",
-            "text",
-            "run",
-            "--config",
-            config.to_str().unwrap(),
-        ])
-        .args(["--contributor", contributor, "--drop", drop_id])
-        .env("SILVERLINE__STORAGE__BRONZE", &plan.storage.bronze)
-        .env("SILVERLINE__STORAGE__DQ_ERROR", &plan.storage.dq_error)
-        .env("SILVERLINE__TABLE__NAMESPACE", &plan.table.namespace)
-        .env(
-            "SILVERLINE__REFERENCES__0__LOCATION",
-            &plan.references[0].location,
-        )
-        .env(
-            "SILVERLINE__STORAGE__ENDPOINT",
-            plan.storage.s3.endpoint.clone().unwrap_or_default(),
-        )
-        .envs(env.iter().copied());
+    let mut command = common::stack_run_command(ws, contributor, drop_id);
+    command.envs(env.iter().copied());
     let output = command.output().unwrap();
     let text = format!(
         "{}{}",

@@ -70,6 +70,33 @@ pub async fn stack_workspace_with(extra: &[(&str, &str)]) -> TestWorkspace {
     TestWorkspace { tmp, ws }
 }
 
+/// The binary's `run` of one drop against a stack workspace: its config file
+/// with the workspace's own prefixes, namespace and endpoint as environment overrides.
+pub fn stack_run_command(
+    ws: &Workspace,
+    contributor: &str,
+    drop_id: &str,
+) -> std::process::Command {
+    let plan = &ws.plan;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_silverline"));
+    command
+        .args(["--log-format", "text", "run", "--config"])
+        .arg(ws.dir.join("config/credit_statements.toml"))
+        .args(["--contributor", contributor, "--drop", drop_id])
+        .env("SILVERLINE__STORAGE__BRONZE", &plan.storage.bronze)
+        .env("SILVERLINE__STORAGE__DQ_ERROR", &plan.storage.dq_error)
+        .env("SILVERLINE__TABLE__NAMESPACE", &plan.table.namespace)
+        .env(
+            "SILVERLINE__REFERENCES__0__LOCATION",
+            &plan.references[0].location,
+        )
+        .env(
+            "SILVERLINE__STORAGE__ENDPOINT",
+            plan.storage.s3.endpoint.clone().unwrap_or_default(),
+        );
+    command
+}
+
 /// A fresh workspace with the default config.
 pub async fn workspace() -> TestWorkspace {
     let tmp = tempfile::tempdir().unwrap();
