@@ -110,6 +110,27 @@ pub async fn replay(
     })
 }
 
+/// A dq_error file named by an exception event, read back from the exception
+/// store: it must be a plain relative path of a pending file, or it steers no read.
+fn check_dq_file(file: &str, exception: Option<&str>) -> Result<()> {
+    let plain = file
+        .split('/')
+        .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\\'))
+        && !file.chars().any(char::is_control);
+    if plain && file.starts_with("pending/") {
+        return Ok(());
+    }
+    Err(Error::BadRecord {
+        location: format!(
+            "exception {} in the exception store",
+            exception.unwrap_or_default()
+        ),
+        reason: format!(
+            "it names dq_error file '{file}', which is not a pending file of a run: it was not written by silverline"
+        ),
+    })
+}
+
 /// The open pending exceptions' rows, from the dq_error files their latest events name.
 async fn pending_rows<'a>(
     plan: &Plan,
@@ -130,6 +151,7 @@ async fn pending_rows<'a>(
     }
     let mut rows = Vec::new();
     for (file, exceptions) in by_file {
+        check_dq_file(file, exceptions.first().map(|e| e.exception_id.as_str()))?;
         let mut values = read_rows(dq_error, file).await?;
         for exception in exceptions {
             match values.remove(&exception.exception_id) {
@@ -283,4 +305,25 @@ fn replay_file(plan: &Plan, rows: &[ReplayRow<'_>]) -> Result<(Vec<u8>, Vec<Carr
         .into_inner()
         .map_err(|e| Error::Internal(format!("cannot write the replay file: {e}")))?;
     Ok((data, carried))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_plain_pending_file_is_read_back() {
+        let ok = "pending/date=2026-11-30/contributor=BANK_A/run=0123456789abcdef/part-00000.csv";
+        assert!(check_dq_file(ok, Some("e1")).is_ok());
+        for bad in [
+            "pending/../../etc/passwd",
+            "/pending/x.csv",
+            "quarantine/date=2026-11-30/x.csv",
+            "pending//x.csv",
+            "pending/x\u{1b}.csv",
+        ] {
+            let error = check_dq_file(bad, Some("e1")).err().map(|e| e.to_string());
+            assert!(error.is_some_and(|e| e.contains("exception e1")), "{bad}");
+        }
+    }
 }
