@@ -61,6 +61,33 @@ pub async fn connect(spec: &CatalogSpec, stores: &Stores) -> Result<Arc<dyn Cata
     }
 }
 
+/// Connects for a dry run, which must create nothing: a SQLite catalog whose
+/// database file does not exist yet is not created; the run sees an empty
+/// in-memory catalog instead (no namespace, no table).
+pub async fn connect_for_dry_run(spec: &CatalogSpec, stores: &Stores) -> Result<Arc<dyn Catalog>> {
+    let missing = match spec {
+        CatalogSpec::Sql { uri, .. } => uri.strip_prefix("sqlite://").is_some_and(|rest| {
+            let path = rest.split('?').next().unwrap_or(rest);
+            !path.contains(":memory:") && !std::path::Path::new(path).exists()
+        }),
+        CatalogSpec::Rest { .. } => false,
+    };
+    if !missing {
+        return connect(spec, stores).await;
+    }
+    let catalog = iceberg::memory::MemoryCatalogBuilder::default()
+        .load(
+            "dry-run",
+            HashMap::from([(
+                iceberg::memory::MEMORY_CATALOG_WAREHOUSE.to_string(),
+                "memory:///dry-run".to_string(),
+            )]),
+        )
+        .await
+        .map_err(Error::catalog("connect", "dry run: in-memory catalog"))?;
+    Ok(Arc::new(catalog))
+}
+
 fn create_sqlite_folder(uri: &str) -> Result<()> {
     let Some(path) = uri.strip_prefix("sqlite://") else {
         return Ok(());
@@ -258,6 +285,48 @@ async fn ensure_properties(
         .map_err(Error::catalog("set-properties", &target))
 }
 
+/// Silver as a dry run sees it: loaded and checked like a run does, but
+/// neither its namespace nor the table is created and no property is set;
+/// `None` when it does not exist yet. A location holding Iceberg metadata the
+/// catalog does not know is refused, as a run refuses it.
+pub async fn load_silver_if_any(catalog: &dyn Catalog, plan: &Plan) -> Result<Option<Table>> {
+    let ident = table_ident(&plan.table);
+    let target = ident.to_string();
+    let creation = table_creation(plan).map_err(Error::catalog("load-table", &target))?;
+    let namespace_exists = catalog
+        .namespace_exists(ident.namespace())
+        .await
+        .map_err(Error::catalog("namespace-exists", &target))?;
+    if namespace_exists
+        && catalog
+            .table_exists(&ident)
+            .await
+            .map_err(Error::catalog("table-exists", &target))?
+    {
+        let table = catalog
+            .load_table(&ident)
+            .await
+            .map_err(Error::catalog("load-table", &target))?;
+        check_schema(&table, &creation.schema, "dataset.columns")?;
+        return Ok(Some(table));
+    }
+    let location = if namespace_exists {
+        default_location(catalog, plan, &ident).await?
+    } else {
+        format!(
+            "{}/{}/{}",
+            plan.catalog.warehouse().trim_end_matches('/'),
+            ident.namespace().join("/"),
+            ident.name()
+        )
+    };
+    let found = existing_metadata(plan, &location).await?;
+    if !found.is_empty() {
+        return Err(fork_refused(plan, &ident, &location, &found));
+    }
+    Ok(None)
+}
+
 /// Loads the Silver table and checks that its schema is the contract.
 pub async fn load_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = table_ident(&plan.table);
@@ -311,7 +380,8 @@ fn check_schema(table: &Table, expected: &Schema, setting: &str) -> Result<()> {
     })
 }
 
-fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
+/// How Silver is created from the contract.
+pub(crate) fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
     let schema = plan.contract.iceberg_schema()?;
     let mut spec = UnboundPartitionSpec::builder();
     for (column, transform) in &plan.table.partition {

@@ -59,6 +59,22 @@ pub async fn write_silver_files(
     Ok(files)
 }
 
+/// `table` with a FileIO in memory: data files written for it land nowhere
+/// but in memory (a dry run's, counted and then dropped with it).
+pub fn in_memory(table: &Table) -> Result<Table> {
+    Table::builder()
+        .metadata(table.metadata_ref())
+        .identifier(table.identifier().clone())
+        .file_io(iceberg::io::FileIO::new_with_memory())
+        .runtime(
+            iceberg::Runtime::try_current()
+                .map_err(Error::catalog("write", table.identifier().to_string()))?,
+        )
+        .readonly(true)
+        .build()
+        .map_err(Error::catalog("write", table.identifier().to_string()))
+}
+
 /// One writer's share of [`write_silver_files`].
 async fn write_share(
     silver: &Table,

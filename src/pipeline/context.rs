@@ -3,12 +3,17 @@
 use std::sync::Arc;
 
 use iceberg::Catalog;
+use iceberg::io::FileIO;
+use iceberg::spec::TableMetadataBuilder;
 use iceberg::table::Table;
 
 use crate::config::Plan;
 use crate::core::drop::DropRef;
 use crate::error::{Error, Result};
-use crate::infra::catalog::{connect, load_or_create_silver, table_ident};
+use crate::infra::catalog::{
+    connect, connect_for_dry_run, load_or_create_silver, load_silver_if_any, table_creation,
+    table_ident,
+};
 use crate::infra::storage::{Location, Stores};
 
 /// The run's connections and table, opened once.
@@ -23,10 +28,14 @@ pub(crate) struct Context<'a> {
     /// run a scratch store that vanishes with it (invariant 12).
     pub(crate) dq_out: Location,
     pub(crate) catalog: Arc<dyn Catalog>,
+    /// Silver; for a dry run as it is, never created nor altered: a table
+    /// not there yet is an empty one in memory (invariant 12).
     pub(crate) silver: Table,
 }
 
-/// Opens everything a run of `drop` needs; a dry run's dq_error writes go to a scratch store.
+/// Opens everything a run of `drop` needs; a dry run's dq_error writes go to
+/// a scratch store, and it creates no catalog, namespace or table and sets no
+/// table property.
 pub(super) async fn open<'a>(
     plan: &'a Plan,
     drop: &'a DropRef,
@@ -40,8 +49,18 @@ pub(super) async fn open<'a>(
     } else {
         dq_error.clone()
     };
-    let catalog = connect(&plan.catalog, &stores).await?;
-    let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
+    let (catalog, silver) = if dry_run {
+        let catalog = connect_for_dry_run(&plan.catalog, &stores).await?;
+        let silver = match load_silver_if_any(catalog.as_ref(), plan).await? {
+            Some(silver) => silver,
+            None => empty_silver(plan)?,
+        };
+        (catalog, silver)
+    } else {
+        let catalog = connect(&plan.catalog, &stores).await?;
+        let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
+        (catalog, silver)
+    };
     Ok(Context {
         plan,
         drop,
@@ -52,6 +71,31 @@ pub(super) async fn open<'a>(
         catalog,
         silver,
     })
+}
+
+/// Silver as the contract would create it, with no snapshot, in memory: what
+/// a dry run judges against before the first run created the table.
+fn empty_silver(plan: &Plan) -> Result<Table> {
+    let ident = table_ident(&plan.table);
+    let target = ident.to_string();
+    let mut creation = table_creation(plan).map_err(Error::catalog("create-table", &target))?;
+    creation.location = Some(format!(
+        "memory:///dry-run/{}/{}",
+        ident.namespace().join("/"),
+        ident.name()
+    ));
+    let metadata = TableMetadataBuilder::from_table_creation(creation)
+        .and_then(|builder| builder.build())
+        .map_err(Error::catalog("create-table", &target))?
+        .metadata;
+    Table::builder()
+        .metadata(metadata)
+        .identifier(ident)
+        .file_io(FileIO::new_with_memory())
+        .runtime(iceberg::Runtime::try_current().map_err(Error::catalog("create-table", &target))?)
+        .readonly(true)
+        .build()
+        .map_err(Error::catalog("create-table", &target))
 }
 
 /// Silver as it is now.

@@ -19,6 +19,7 @@ use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
+use crate::infra::datafile;
 use crate::pipeline::hooks::{self, CrashPoint};
 use crate::progress::Progress;
 use crate::stage::Stage;
@@ -129,8 +130,15 @@ pub(super) async fn judge_and_write(
     progress.stage(Stage::Write);
 
     let place = claim.place();
-    let written =
-        write::write_outputs(&routed, &context.dq_out, silver, &place, contributor).await?;
+    // A dry run's Silver data files are written (and counted) in memory.
+    let in_memory;
+    let sink = if options.dry_run {
+        in_memory = datafile::in_memory(silver)?;
+        &in_memory
+    } else {
+        silver
+    };
+    let written = write::write_outputs(&routed, &context.dq_out, sink, &place, contributor).await?;
     summary.outputs.clear();
     if !options.dry_run {
         for (destination, path) in &written.set_aside_files {

@@ -34,7 +34,7 @@ use crate::config::Plan;
 use crate::config::rules::{Rule, Scope};
 use crate::core::drop::DropRef;
 use crate::error::Result;
-use crate::infra::append::{JudgedOn, discard_files};
+use crate::infra::append::JudgedOn;
 use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
 use crate::stage::Stage;
@@ -215,7 +215,7 @@ async fn stages(
         if options.dry_run {
             summary.status = RunStatus::DryRun;
             tracing::info!(would_commit = judged.balanced.silver(), table = %table_ident(&context.plan.table), "dry run: nothing committed");
-            discard_files(&silver, &judged.balanced.into_data_files()).await;
+            // Its data files were written in memory: nothing to discard.
             return Ok(());
         }
         match commit::commit_run(context, &claim, judged, judged_on, (options, summary)).await? {

@@ -2,7 +2,9 @@
 //! `<dq_error>/<kind>/date=<run date>/contributor=<id>/run=<run id>/`; Silver
 //! rows become Iceberg data files (Parquet) in the table's location, written
 //! but not yet committed: [`crate::pipeline::commit`] does that once the books
-//! balance.
+//! balance. A dry run passes a scratch dq_error store and a Silver table whose
+//! FileIO is in memory ([`crate::infra::datafile::in_memory`]): it writes and
+//! counts everything, and leaves nothing behind.
 
 use std::collections::BTreeMap;
 
