@@ -32,7 +32,7 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     let all =
         arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Read))?;
     let header: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let positions = map_header(contract, &file.name, &header)?;
+    let (positions, drift) = map_header(contract, (&file.name, &file.name), &header)?;
     let columns = positions
         .iter()
         .zip(&contract.columns)
@@ -61,6 +61,7 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
         problems,
         raws: RawText::Columns(columns),
         rejects: Vec::new(),
+        drift,
     })
 }
 
