@@ -181,6 +181,24 @@ mod tests {
     }
 
     #[test]
+    fn a_parquet_file_reports_its_schema_drift() {
+        let bytes = parquet_with(
+            Field::new("branch", DataType::Utf8, true),
+            Arc::new(StringArray::from(vec!["B1"])),
+        );
+        let read = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
+        assert_eq!(read.rows.num_rows(), 1);
+        assert_eq!(
+            read.drift,
+            vec![super::super::SchemaDrift {
+                file: "p.parquet".to_string(),
+                extra_columns: vec!["branch".to_string()],
+                missing_columns: vec!["note".to_string()],
+            }]
+        );
+    }
+
+    #[test]
     fn a_nested_column_where_the_contract_expects_a_value_is_refused() {
         use arrow::array::{ListBuilder, StringBuilder, StructArray};
         let mut list = ListBuilder::new(StringBuilder::new());
