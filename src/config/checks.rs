@@ -121,7 +121,7 @@ fn check_contract(raw: &SilverlineConfig, problems: &mut Vec<String>) -> Contrac
                 sensitive: column.sensitive,
             }),
             None => problems.push(format!(
-                "dataset.columns: column '{}' has unknown type '{}' (expected string, date, int, long, double, boolean or decimal(P,S))",
+                "dataset.columns: column '{}' has unknown type '{}' (expected string, date, timestamp, int, long, double, boolean or decimal(P,S))",
                 column.name, column.data_type
             )),
         }
@@ -135,9 +135,31 @@ fn check_contract(raw: &SilverlineConfig, problems: &mut Vec<String>) -> Contrac
         entity_key: dataset.entity_key.clone(),
         order_column: dataset.order_column.clone(),
         contributor_column: dataset.contributor_column.clone(),
+        input: crate::config::contract::InputOptions {
+            delimiter: check_delimiter(dataset.delimiter.as_deref(), problems),
+            header_case: dataset.header_case,
+            on_extra_columns: dataset.on_extra_columns,
+        },
     };
     check_key_columns(&contract, problems);
     contract
+}
+
+/// One ASCII character other than a quote or a line end; `,` when unset.
+fn check_delimiter(delimiter: Option<&str>, problems: &mut Vec<String>) -> u8 {
+    let Some(text) = delimiter else {
+        return b',';
+    };
+    match text.as_bytes() {
+        [byte] if byte.is_ascii() && !matches!(byte, b'"' | b'\n' | b'\r') => *byte,
+        _ => {
+            problems.push(format!(
+                "dataset.delimiter: '{}' is not one ASCII character other than a quote or a line end (e.g. \";\" or \"\\t\")",
+                text.escape_debug()
+            ));
+            b','
+        }
+    }
 }
 
 fn check_key_columns(contract: &Contract, problems: &mut Vec<String>) {

@@ -22,6 +22,8 @@ pub enum ColumnType {
     Double,
     /// true / false.
     Boolean,
+    /// An instant, UTC, to the microsecond (Iceberg `timestamptz`).
+    Timestamp,
     /// Fixed-point decimal.
     Decimal {
         /// Total digits.
@@ -32,12 +34,13 @@ pub enum ColumnType {
 }
 
 impl ColumnType {
-    /// Parses `string`, `date`, `int`, `long`, `double`, `boolean` or `decimal(P,S)`.
+    /// Parses `string`, `date`, `timestamp`, `int`, `long`, `double`, `boolean` or `decimal(P,S)`.
     pub fn parse(text: &str) -> Option<ColumnType> {
         let text = text.trim().to_ascii_lowercase();
         let simple = match text.as_str() {
             "string" => Some(ColumnType::String),
             "date" => Some(ColumnType::Date),
+            "timestamp" => Some(ColumnType::Timestamp),
             "int" => Some(ColumnType::Int),
             "long" => Some(ColumnType::Long),
             "double" => Some(ColumnType::Double),
@@ -52,6 +55,10 @@ impl ColumnType {
         match self {
             ColumnType::String => DataType::Utf8,
             ColumnType::Date => DataType::Date32,
+            ColumnType::Timestamp => DataType::Timestamp(
+                arrow::datatypes::TimeUnit::Microsecond,
+                Some(iceberg::arrow::UTC_TIME_ZONE.into()),
+            ),
             ColumnType::Int => DataType::Int32,
             ColumnType::Long => DataType::Int64,
             ColumnType::Double => DataType::Float64,
@@ -65,6 +72,7 @@ impl ColumnType {
         match self {
             ColumnType::String => PrimitiveType::String,
             ColumnType::Date => PrimitiveType::Date,
+            ColumnType::Timestamp => PrimitiveType::Timestamptz,
             ColumnType::Int => PrimitiveType::Int,
             ColumnType::Long => PrimitiveType::Long,
             ColumnType::Double => PrimitiveType::Double,
@@ -112,6 +120,53 @@ pub struct Contract {
     pub order_column: String,
     /// The column that must equal the drop's contributor.
     pub contributor_column: String,
+    /// How drop files are read.
+    pub input: InputOptions,
+}
+
+/// How drop files are read: CSV delimiter, header matching, schema drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputOptions {
+    /// The CSV field delimiter (one ASCII byte). Default: `,`.
+    pub delimiter: u8,
+    /// How header names are matched to contract columns.
+    pub header_case: HeaderCase,
+    /// What a file's columns that are not in the contract do.
+    pub on_extra_columns: ExtraColumns,
+}
+
+impl Default for InputOptions {
+    fn default() -> Self {
+        InputOptions {
+            delimiter: b',',
+            header_case: HeaderCase::Exact,
+            on_extra_columns: ExtraColumns::Warn,
+        }
+    }
+}
+
+/// How header names are matched to contract columns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeaderCase {
+    /// Exactly (surrounding spaces aside).
+    #[default]
+    Exact,
+    /// Ignoring ASCII case.
+    Insensitive,
+}
+
+/// What a file's columns that are not in the contract do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtraColumns {
+    /// Not read, not reported.
+    Ignore,
+    /// Not read; listed in the log and the summary (`schema_drift`).
+    #[default]
+    Warn,
+    /// The drop is refused, naming the file and the columns.
+    Fail,
 }
 
 impl Contract {
@@ -175,6 +230,7 @@ mod tests {
         let cases = [
             ("string", Some(ColumnType::String)),
             ("DATE", Some(ColumnType::Date)),
+            ("timestamp", Some(ColumnType::Timestamp)),
             (
                 "decimal(18,2)",
                 Some(ColumnType::Decimal {

@@ -197,6 +197,16 @@ pub struct DatasetConfig {
     pub order_column: String,
     /// The column that must equal the drop's contributor id; the baseline is read for this value.
     pub contributor_column: String,
+    /// The CSV field delimiter, one ASCII character. Default: `,`.
+    #[serde(default)]
+    pub delimiter: Option<String>,
+    /// How a header names the contract's columns: `exact` or `insensitive` (ASCII case). Default: exact.
+    #[serde(default)]
+    pub header_case: crate::config::contract::HeaderCase,
+    /// Columns of a file that the contract lacks: `ignore`, `warn` (listed in the log and
+    /// the summary's `schema_drift`) or `fail` (the drop is refused). Default: warn.
+    #[serde(default)]
+    pub on_extra_columns: crate::config::contract::ExtraColumns,
 }
 
 /// One column of the contract.
@@ -205,7 +215,7 @@ pub struct DatasetConfig {
 pub struct ColumnConfig {
     /// Column name as it appears in the file header and in Silver.
     pub name: String,
-    /// `string`, `date`, `int`, `long`, `double`, `boolean` or `decimal(P,S)`.
+    /// `string`, `date`, `timestamp` (UTC), `int`, `long`, `double`, `boolean` or `decimal(P,S)`.
     #[serde(rename = "type")]
     pub data_type: String,
     /// Whether the column may be null. Default: true.

@@ -121,6 +121,10 @@ pub struct Summary {
     /// contributor were committed by other runs while it was judged.
     #[serde(default)]
     pub judgements: u32,
+    /// Files whose columns differ from the contract's: extra columns (not
+    /// read) and missing nullable columns (read as null).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema_drift: Vec<crate::pipeline::read::SchemaDrift>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -150,6 +154,7 @@ impl Summary {
             aggregates: Vec::new(),
             backlog: None,
             judgements: 0,
+            schema_drift: Vec::new(),
             error: None,
         }
     }

@@ -47,8 +47,13 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
         0
     };
     let bytes = file.bytes.slice(skipped..);
-    let (header, body_start, header_line) = read_header(&bytes, &file.name)?;
-    let positions = map_header(contract, &format!("{}:{header_line}", file.name), &header)?;
+    let delimiter = contract.input.delimiter;
+    let (header, body_start, header_line) = read_header(&bytes, &file.name, delimiter)?;
+    let (positions, drift) = map_header(
+        contract,
+        (&file.name, &format!("{}:{header_line}", file.name)),
+        &header,
+    )?;
     let file_layout = Layout {
         contract,
         file: &file.name,
@@ -91,6 +96,7 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
         problems,
         raws: RawText::Spans(bytes.clone(), whole.spans),
         rejects: whole.rejects,
+        drift,
     })
 }
 
@@ -187,6 +193,7 @@ impl<'a> Layout<'a> {
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
+            .delimiter(self.contract.input.delimiter)
             .from_reader(&bytes[start..]);
         let mut record = csv::ByteRecord::new();
         let mut lines = LineCounter::at(bytes, start, 1 + count(&bytes[..start], b'\n') as u64);
@@ -258,7 +265,7 @@ fn trusted_pieces(pieces: Vec<Piece<'_>>) -> Vec<Piece<'_>> {
 
 /// The header's field names, the byte where the first record starts and
 /// the header's line.
-fn read_header(bytes: &[u8], file: &str) -> Result<(Vec<String>, usize, u64)> {
+fn read_header(bytes: &[u8], file: &str, delimiter: u8) -> Result<(Vec<String>, usize, u64)> {
     let bad = |reason: String| Error::BadDrop {
         location: file.to_string(),
         reason,
@@ -266,6 +273,7 @@ fn read_header(bytes: &[u8], file: &str) -> Result<(Vec<String>, usize, u64)> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
+        .delimiter(delimiter)
         .from_reader(bytes);
     let mut record = csv::ByteRecord::new();
     let found = reader

@@ -6,6 +6,7 @@
 //! skipped and never crashes the run: `received` counts every one of them
 //! (DESIGN.md invariant 1).
 
+mod compression;
 mod csv_format;
 mod parquet_format;
 mod typing;
@@ -17,7 +18,7 @@ use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
-use crate::config::contract::Contract;
+use crate::config::contract::{Contract, ExtraColumns, HeaderCase};
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
 use crate::pipeline::summary::Summary;
@@ -36,12 +37,36 @@ pub struct Batch {
     pub rejects: Vec<ParseReject>,
     /// Every record received, parsed or not.
     pub received: u64,
+    /// Files whose columns differ from the contract's.
+    pub drift: Vec<SchemaDrift>,
+}
+
+/// How one file's columns differ from the contract's (summary `schema_drift`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SchemaDrift {
+    /// File, relative to the drop.
+    pub file: String,
+    /// Columns of the file the contract lacks: not read.
+    #[serde(default)]
+    pub extra_columns: Vec<String>,
+    /// Nullable contract columns the file lacks: read as null.
+    #[serde(default)]
+    pub missing_columns: Vec<String>,
 }
 
 impl Batch {
     /// Records what was read in the summary and the log.
     pub fn record(&self, summary: &mut Summary) {
         summary.counts.received = self.received;
+        for drift in &self.drift {
+            tracing::warn!(
+                file = %drift.file,
+                extra_columns = %drift.extra_columns.join(","),
+                missing_columns = %drift.missing_columns.join(","),
+                "schema drift: the file's columns differ from the contract's"
+            );
+        }
+        summary.schema_drift = self.drift.clone();
         tracing::info!(
             received = self.received,
             parse_rejects = self.rejects.len(),
@@ -74,6 +99,8 @@ struct TypedTable {
     problems: typing::Problems,
     raws: RawText,
     rejects: Vec<ParseReject>,
+    /// How the file's columns differ from the contract's.
+    drift: SchemaDrift,
 }
 
 /// Where the raw text of a typed row comes from, materialised only for the
@@ -111,9 +138,13 @@ pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
     let mut parts = Vec::with_capacity(files.len());
     let mut rejects = Vec::new();
     let mut received = 0u64;
+    let mut drift = Vec::new();
     for file in files {
-        let table = read_typed_table(contract, file)?;
+        let mut table = read_typed_table(contract, file)?;
         received += (table.lines.len() + table.rejects.len()) as u64;
+        if !table.drift.extra_columns.is_empty() || !table.drift.missing_columns.is_empty() {
+            drift.push(std::mem::take(&mut table.drift));
+        }
         let (rows, file_rejects) = keep_readable_rows(&schema, table)?;
         rejects.extend(file_rejects);
         parts.push(rows);
@@ -127,56 +158,89 @@ pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
         rows,
         rejects,
         received,
+        drift,
     })
 }
 
 fn read_typed_table(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     let lower = file.name.to_ascii_lowercase();
-    if lower.ends_with(".csv") {
-        csv_format::read(contract, file)
-    } else if lower.ends_with(".parquet") {
-        parquet_format::read(contract, file)
-    } else {
-        Err(Error::BadDrop {
+    if lower.ends_with(".parquet") {
+        return parquet_format::read(contract, file);
+    }
+    if !compression::is_csv(&lower) {
+        return Err(Error::BadDrop {
             location: file.name.clone(),
-            reason: "unknown file format (expected .csv or .parquet)".to_string(),
-        })
+            reason: "unknown file format (expected .csv, .csv.gz, .csv.zst or .parquet)"
+                .to_string(),
+        });
+    }
+    match compression::decompressed(&lower, file)? {
+        Some(plain) => csv_format::read(contract, &plain),
+        None => csv_format::read(contract, file),
     }
 }
 
 /// Checks that the file's columns cover the contract, each named once;
 /// returns, per contract column, its index in the file (`None` for an absent
-/// nullable column). `location` is the file (and line) of the header.
+/// nullable column), with how the file's columns differ from the contract's.
+/// `file` is the file, `location` the file (and line) of the header.
 fn map_header(
     contract: &Contract,
-    location: &str,
+    (file, location): (&str, &str),
     header: &[String],
-) -> Result<Vec<Option<usize>>> {
+) -> Result<(Vec<Option<usize>>, SchemaDrift)> {
+    let input = contract.input;
+    let names = |h: &str, name: &str| match input.header_case {
+        HeaderCase::Exact => h.trim() == name,
+        HeaderCase::Insensitive => h.trim().eq_ignore_ascii_case(name),
+    };
     let mut missing = Vec::new();
     let mut repeated = Vec::new();
-    let positions = contract
+    let mut drift = SchemaDrift {
+        file: file.to_string(),
+        ..SchemaDrift::default()
+    };
+    let positions: Vec<Option<usize>> = contract
         .columns
         .iter()
         .map(|c| {
-            let mut found = header
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| h.trim() == c.name);
+            let mut found = header.iter().enumerate().filter(|(_, h)| names(h, &c.name));
             let position = found.next().map(|(i, _)| i);
             if found.next().is_some() {
                 repeated.push(c.name.clone());
             }
-            if position.is_none() && !c.nullable {
-                missing.push(c.name.clone());
+            if position.is_none() {
+                match c.nullable {
+                    true => drift.missing_columns.push(c.name.clone()),
+                    false => missing.push(c.name.clone()),
+                }
             }
             position
         })
         .collect();
+    if input.on_extra_columns != ExtraColumns::Ignore {
+        drift.extra_columns = header
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !positions.contains(&Some(*i)))
+            .filter(|(_, h)| !contract.columns.iter().any(|c| names(h, &c.name)))
+            .map(|(_, h)| h.trim().to_string())
+            .collect();
+    }
     let mut problems = Vec::new();
     if !missing.is_empty() {
+        let other_case = input.header_case == HeaderCase::Exact
+            && missing
+                .iter()
+                .any(|m| header.iter().any(|h| h.trim().eq_ignore_ascii_case(m)));
         problems.push(format!(
-            "required column(s) missing from the header: {}",
-            missing.join(", ")
+            "required column(s) missing from the header: {}{}",
+            missing.join(", "),
+            if other_case {
+                " (the header names some in another case: set dataset.header_case = \"insensitive\" to match them)"
+            } else {
+                ""
+            }
         ));
     }
     if !repeated.is_empty() {
@@ -185,8 +249,14 @@ fn map_header(
             repeated.join(", ")
         ));
     }
+    if input.on_extra_columns == ExtraColumns::Fail && !drift.extra_columns.is_empty() {
+        problems.push(format!(
+            "column(s) not in the contract (dataset.on_extra_columns = \"fail\"): {}",
+            drift.extra_columns.join(", ")
+        ));
+    }
     if problems.is_empty() {
-        return Ok(positions);
+        return Ok((positions, drift));
     }
     Err(Error::BadDrop {
         location: location.to_string(),
@@ -260,6 +330,7 @@ mod tests {
             entity_key: vec!["id".to_string()],
             order_column: "day".to_string(),
             contributor_column: "id".to_string(),
+            input: Default::default(),
         }
     }
 

@@ -32,7 +32,7 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     let all =
         arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Read))?;
     let header: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let positions = map_header(contract, &file.name, &header)?;
+    let (positions, drift) = map_header(contract, (&file.name, &file.name), &header)?;
     let columns = positions
         .iter()
         .zip(&contract.columns)
@@ -61,6 +61,7 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
         problems,
         raws: RawText::Columns(columns),
         rejects: Vec::new(),
+        drift,
     })
 }
 
@@ -177,6 +178,24 @@ mod tests {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
         bytes
+    }
+
+    #[test]
+    fn a_parquet_file_reports_its_schema_drift() {
+        let bytes = parquet_with(
+            Field::new("branch", DataType::Utf8, true),
+            Arc::new(StringArray::from(vec!["B1"])),
+        );
+        let read = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
+        assert_eq!(read.rows.num_rows(), 1);
+        assert_eq!(
+            read.drift,
+            vec![super::super::SchemaDrift {
+                file: "p.parquet".to_string(),
+                extra_columns: vec!["branch".to_string()],
+                missing_columns: vec!["note".to_string()],
+            }]
+        );
     }
 
     #[test]

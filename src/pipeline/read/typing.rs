@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int32Builder,
-    Int64Builder, StringBuilder,
+    Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::compute::kernels::cast_utils::Parser;
 use arrow::datatypes::Float64Type;
-use chrono::NaiveDate;
+use chrono::{NaiveDate, NaiveDateTime};
 
 use crate::config::contract::{Column, ColumnType};
 use crate::error::{Error, Result};
@@ -29,6 +29,8 @@ pub(super) enum ColumnBuilder {
     Text(StringBuilder),
     /// `date`.
     Date(Date32Builder),
+    /// `timestamp` (UTC, microseconds).
+    Timestamp(TimestampMicrosecondBuilder),
     /// `int`.
     Int(Int32Builder),
     /// `long`.
@@ -56,6 +58,10 @@ impl ColumnBuilder {
                 ColumnBuilder::Text(StringBuilder::with_capacity(capacity, capacity * 8))
             }
             ColumnType::Date => ColumnBuilder::Date(Date32Builder::with_capacity(capacity)),
+            ColumnType::Timestamp => ColumnBuilder::Timestamp(
+                TimestampMicrosecondBuilder::with_capacity(capacity)
+                    .with_timezone(iceberg::arrow::UTC_TIME_ZONE),
+            ),
             ColumnType::Int => ColumnBuilder::Int(Int32Builder::with_capacity(capacity)),
             ColumnType::Long => ColumnBuilder::Long(Int64Builder::with_capacity(capacity)),
             ColumnType::Double => ColumnBuilder::Double(Float64Builder::with_capacity(capacity)),
@@ -76,6 +82,7 @@ impl ColumnBuilder {
                 true
             }
             ColumnBuilder::Date(b) => append_parsed(b, parse_date(text)),
+            ColumnBuilder::Timestamp(b) => append_parsed(b, parse_timestamp(text)),
             ColumnBuilder::Int(b) => append_parsed(b, parse_integer(text)),
             ColumnBuilder::Long(b) => append_parsed(b, parse_integer(text)),
             ColumnBuilder::Double(b) => append_parsed(b, Float64Type::parse(text)),
@@ -97,6 +104,7 @@ impl ColumnBuilder {
         match self {
             ColumnBuilder::Text(b) => b.append_null(),
             ColumnBuilder::Date(b) => b.append_null(),
+            ColumnBuilder::Timestamp(b) => b.append_null(),
             ColumnBuilder::Int(b) => b.append_null(),
             ColumnBuilder::Long(b) => b.append_null(),
             ColumnBuilder::Double(b) => b.append_null(),
@@ -112,6 +120,9 @@ impl ColumnBuilder {
                 .append_array(&o.finish())
                 .map_err(Error::arrow(Stage::Read))?,
             (ColumnBuilder::Date(b), ColumnBuilder::Date(mut o)) => b.append_array(&o.finish()),
+            (ColumnBuilder::Timestamp(b), ColumnBuilder::Timestamp(mut o)) => {
+                b.append_array(&o.finish())
+            }
             (ColumnBuilder::Int(b), ColumnBuilder::Int(mut o)) => b.append_array(&o.finish()),
             (ColumnBuilder::Long(b), ColumnBuilder::Long(mut o)) => b.append_array(&o.finish()),
             (ColumnBuilder::Double(b), ColumnBuilder::Double(mut o)) => b.append_array(&o.finish()),
@@ -138,6 +149,7 @@ impl ColumnBuilder {
         Ok(match self {
             ColumnBuilder::Text(mut b) => Arc::new(b.finish()),
             ColumnBuilder::Date(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::Timestamp(mut b) => Arc::new(b.finish()),
             ColumnBuilder::Int(mut b) => Arc::new(b.finish()),
             ColumnBuilder::Long(mut b) => Arc::new(b.finish()),
             ColumnBuilder::Double(mut b) => Arc::new(b.finish()),
@@ -274,6 +286,28 @@ fn parse_date(text: &str) -> Option<i32> {
     Some(chrono::Datelike::num_days_from_ce(&date) - UNIX_EPOCH_FROM_CE)
 }
 
+/// An instant as microseconds since 1970-01-01T00:00:00Z: RFC 3339 (with
+/// `Z` or an offset, brought to UTC), or `YYYY-MM-DD HH:MM:SS` / with a `T`
+/// and no offset, read as UTC; at most microsecond fractions, years 0001 to
+/// 9999.
+fn parse_timestamp(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    // Year, month and day must be written out in full, as for a date.
+    if bytes.len() < 19 || parse_date(text.get(..10)?).is_none() {
+        return None;
+    }
+    let utc = match chrono::DateTime::parse_from_rfc3339(text) {
+        Ok(instant) => instant.naive_utc(),
+        Err(_) => {
+            let naive = |format: &str| NaiveDateTime::parse_from_str(text, format).ok();
+            naive("%Y-%m-%d %H:%M:%S%.f").or_else(|| naive("%Y-%m-%dT%H:%M:%S%.f"))?
+        }
+    };
+    let year = chrono::Datelike::year(&utc);
+    let whole_micros = chrono::Timelike::nanosecond(&utc) % 1_000 == 0;
+    ((1..=9999).contains(&year) && whole_micros).then(|| utc.and_utc().timestamp_micros())
+}
+
 /// An optional sign and plain digits, within the type's range.
 fn parse_integer<T: std::str::FromStr>(text: &str) -> Option<T> {
     // `str::parse` for integers accepts exactly `[+-]?[0-9]+`.
@@ -345,6 +379,37 @@ mod tests {
             " 2026-03-31",
         ] {
             assert_eq!(parse_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn timestamps_read_rfc3339_and_plain_utc() {
+        let noon = 1_769_860_800_000_000; // 2026-01-31T12:00:00Z
+        for text in [
+            "2026-01-31T12:00:00Z",
+            "2026-01-31T14:00:00+02:00",
+            "2026-01-31 12:00:00",
+            "2026-01-31T12:00:00",
+            "2026-01-31 12:00:00.000000",
+        ] {
+            assert_eq!(parse_timestamp(text), Some(noon), "{text}");
+        }
+        assert_eq!(
+            parse_timestamp("2026-01-31 12:00:00.25"),
+            Some(noon + 250_000)
+        );
+        for bad in [
+            "2026-01-31",
+            "2026-02-30 12:00:00",
+            "2026-1-31 12:00:00",
+            "2026-01-31 24:00:00",
+            "2026-01-31 12:00:00.0000001",
+            "0000-01-01 00:00:00",
+            "2026-01-31 12:00",
+            " 2026-01-31 12:00:00",
+            "2026-01-31 12:00:00 UTC",
+        ] {
+            assert_eq!(parse_timestamp(bad), None, "{bad}");
         }
     }
 
