@@ -124,7 +124,7 @@ pub struct Summary {
     /// Files whose columns differ from the contract's: extra columns (not
     /// read) and missing nullable columns (read as null).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub schema_drift: Vec<crate::pipeline::read::SchemaDrift>,
+    pub schema_drift: Vec<SchemaDrift>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -210,4 +210,17 @@ pub fn time(summary: &mut Summary, stage: Stage, since: Instant) {
 pub fn lap(summary: &mut Summary, stage: Stage, since: Instant) -> Instant {
     time(summary, stage, since);
     Instant::now()
+}
+
+/// How one file's columns differ from the contract's (summary `schema_drift`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SchemaDrift {
+    /// File, relative to the drop.
+    pub file: String,
+    /// Columns of the file the contract lacks: not read.
+    #[serde(default)]
+    pub extra_columns: Vec<String>,
+    /// Nullable contract columns the file lacks: read as null.
+    #[serde(default)]
+    pub missing_columns: Vec<String>,
 }

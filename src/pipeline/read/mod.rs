@@ -21,7 +21,7 @@ use arrow::record_batch::RecordBatch;
 use crate::config::contract::{Contract, ExtraColumns, HeaderCase};
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
-use crate::pipeline::summary::Summary;
+use crate::pipeline::summary::{SchemaDrift, Summary};
 use crate::stage::Stage;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
@@ -39,19 +39,6 @@ pub struct Batch {
     pub received: u64,
     /// Files whose columns differ from the contract's.
     pub drift: Vec<SchemaDrift>,
-}
-
-/// How one file's columns differ from the contract's (summary `schema_drift`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SchemaDrift {
-    /// File, relative to the drop.
-    pub file: String,
-    /// Columns of the file the contract lacks: not read.
-    #[serde(default)]
-    pub extra_columns: Vec<String>,
-    /// Nullable contract columns the file lacks: read as null.
-    #[serde(default)]
-    pub missing_columns: Vec<String>,
 }
 
 impl Batch {

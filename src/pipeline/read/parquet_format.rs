@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(read.rows.num_rows(), 1);
         assert_eq!(
             read.drift,
-            vec![super::super::SchemaDrift {
+            vec![crate::pipeline::summary::SchemaDrift {
                 file: "p.parquet".to_string(),
                 extra_columns: vec!["branch".to_string()],
                 missing_columns: vec!["note".to_string()],
