@@ -8,6 +8,7 @@ use std::path::Path;
 use datafusion::logical_expr::utils::find_aggregate_exprs;
 
 use crate::config::contract::{Column, ColumnType, Contract};
+use crate::config::engine::{engine_rules, name_clash};
 use crate::config::locations::{catalog_spec, resolve_location};
 use crate::config::plan::{
     ContributorTypes, ExceptionsSpec, Metric, PartitionTransform, Plan, Reference, ReferenceFormat,
@@ -274,6 +275,10 @@ fn check_rules(
 ) -> Vec<Rule> {
     let mut rules: Vec<Rule> = not_null_rule(context.contract).into_iter().collect();
     for draft in rule_drafts(raw, base, source, problems) {
+        if let Some(problem) = name_clash(&draft.origin, &draft.config.name) {
+            problems.push(problem);
+            continue;
+        }
         let Some(candidate) = check_rule(&draft, context, problems) else {
             continue;
         };
@@ -290,6 +295,7 @@ fn check_rules(
             rules.push(candidate);
         }
     }
+    rules.extend(engine_rules(&raw.engine_rules, context.contract, problems));
     rules
 }
 

@@ -6,6 +6,7 @@
 
 pub mod checks;
 pub mod contract;
+pub mod engine;
 pub mod locations;
 pub mod plan;
 pub mod raw;

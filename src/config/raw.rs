@@ -53,6 +53,10 @@ pub struct SilverlineConfig {
     /// The exception store. Default: `<table.name>_exceptions` beside Silver.
     #[serde(default)]
     pub exceptions: ExceptionsConfig,
+    /// Severities of the engine's own key rules (`unique_key`, `resubmission`,
+    /// `contributor`). Default: `quarantine` each; they cannot be turned off.
+    #[serde(default)]
+    pub engine_rules: crate::config::engine::EngineRulesConfig,
 }
 
 /// The exception store: an Iceberg table of status events of the rows set aside.

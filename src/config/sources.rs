@@ -83,6 +83,7 @@ struct ControlRow {
 pub fn read_control_csv(text: &str, file: &str) -> Result<Vec<RuleDraft>, String> {
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
+        .comment(Some(b'#'))
         .from_reader(text.as_bytes());
     let headers = reader
         .headers()
