@@ -43,11 +43,11 @@ fn a_bad_rule_exits_2_naming_the_file_line_and_rule() {
     let text = output(&assert);
     assert!(text.contains("credit_statements.toml"), "{text}");
     assert!(
-        text.contains("credit_rules.csv:7: rule 'mia_range'") && text.contains("months_in_arrear"),
+        text.contains("credit_rules.csv:6: rule 'mia_range'") && text.contains("months_in_arrear"),
         "{text}"
     );
     assert!(
-        text.contains("credit_rules.csv:11: rule 'temp_limit_zero'") && text.contains("sometimes"),
+        text.contains("credit_rules.csv:9: rule 'temp_limit_zero'") && text.contains("sometimes"),
         "{text}"
     );
 }
@@ -149,25 +149,25 @@ fn check_config_names_the_culprit_of_each_error_class() {
             "SQL that does not parse",
             ",credit_limit = product_limit + temporary_limit,critical,",
             ",credit_limit = = product_limit,critical,",
-            &["credit_rules.csv:8", "consistency"],
+            &["credit_rules.csv:7", "consistency"],
         ),
         (
             "unknown scope",
             "temp_limit_zero,*,row,",
             "temp_limit_zero,*,rowz,",
-            &["credit_rules.csv:11", "temp_limit_zero", "rowz"],
+            &["credit_rules.csv:9", "temp_limit_zero", "rowz"],
         ),
         (
             "metric nobody defines",
             "accounts >= 0.8 * prev_accounts",
             "acounts >= 0.8 * prev_acounts",
-            &["credit_rules.csv:15", "volume", "acounts"],
+            &["credit_rules.csv:13", "volume", "acounts"],
         ),
         (
             "duplicate rule names",
             "volume,*,aggregate,",
             "identity,bank,row,true,critical,twin,true,,,\nvolume,*,aggregate,",
-            &["credit_rules.csv:15", "identity", "defined twice"],
+            &["credit_rules.csv:13", "identity", "defined twice"],
         ),
         (
             "pending outside reference rules",
@@ -179,7 +179,7 @@ fn check_config_names_the_culprit_of_each_error_class() {
             "unknown contributor type",
             "arrears_step,instalment,",
             "arrears_step,lender,",
-            &["credit_rules.csv:14", "arrears_step", "lender"],
+            &["credit_rules.csv:12", "arrears_step", "lender"],
         ),
     ];
     for (class, from, to, expected) in cases {
@@ -227,12 +227,12 @@ fn rules_prints_the_resolved_set_with_origin_scope_and_severity() {
     );
     assert!(
         bank.contains(
-            "arrears_step [row / quarantine / trend] from config/rules/credit_rules.csv:13"
+            "arrears_step [row / quarantine / trend] from config/rules/credit_rules.csv:11"
         ),
         "{bank}"
     );
     assert!(
-        lender.contains("from config/rules/credit_rules.csv:14"),
+        lender.contains("from config/rules/credit_rules.csv:12"),
         "{lender}"
     );
     assert!(
