@@ -21,7 +21,7 @@
 //!  infra                                       object storage, catalog, Iceberg append, run ledger
 //!  config                                      contract, rules, the validated plan
 //!  core  transient  telemetry  progress        shared words, the SQL toolbox, logs
-//!  error                                       one error type and its exit codes
+//!  error  stage                                one error type and its exit codes; stage names
 //! ```
 
 #![deny(missing_docs)]
