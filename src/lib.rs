@@ -15,8 +15,9 @@
 //! ```text
 //!  cli                                         the command line
 //!  bench                                       the benchmark
-//!  report  replay  backfill  maintain  demo    what people run around the pipeline
+//!  replay  backfill  maintain  demo            what people run around the pipeline
 //!  pipeline                                    one module per stage of a run
+//!  report                                      backlog text and the HTML report
 //!  exceptions                                  the exception store and its backlog
 //!  infra                                       object storage, catalog, Iceberg append, run ledger
 //!  config                                      contract, rules, the validated plan

@@ -16,8 +16,9 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &["infra"],
     &["exceptions"],
+    &["report"],
     &["pipeline"],
-    &["report", "replay", "backfill", "maintain", "demo"],
+    &["replay", "backfill", "maintain", "demo"],
     &["bench"],
     &["cli"],
 ];

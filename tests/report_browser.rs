@@ -24,8 +24,8 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use silverline::core::counts::Counts;
 use silverline::exceptions::figures::{BacklogFigures, RuleBacklog, WeekFlow};
-use silverline::pipeline::summary::Counts;
 use silverline::report::html::write_report;
 use silverline::report::model::{ReportData, RunPoint, Section};
 

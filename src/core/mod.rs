@@ -2,6 +2,7 @@
 //! set aside go, where a run lives, record keys) and the SQL toolbox. It
 //! imports nothing of silverline but [`crate::error`].
 
+pub mod counts;
 pub mod digest;
 pub mod drop;
 pub mod keys;

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use crate::config::Plan;
 use crate::config::rules::{Rule, rules_fingerprint};
+use crate::core::counts::Counts;
 use crate::core::drop::DropRef;
 use crate::infra::catalog::table_ident;
 use crate::pipeline::evaluate::aggregate::PeriodReport;
@@ -38,24 +39,6 @@ pub enum RunStatus {
     Committing,
     /// Stopped; nothing committed.
     Failed,
-}
-
-/// Row counts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Counts {
-    /// Records received (parsed or not).
-    pub received: u64,
-    /// Rows committed to Silver (or that would be, in a dry run).
-    pub committed: u64,
-    /// Silver rows on which a warning fired.
-    pub warned: u64,
-    /// Rows quarantined.
-    pub quarantined: u64,
-    /// Rows dropped (recorded under dq_error/dropped).
-    pub dropped: u64,
-    /// Rows set aside until a reference catches up (dq_error/pending).
-    pub pending: u64,
 }
 
 /// How much of the drop found its history.

@@ -411,7 +411,7 @@ fn summary_link(summary: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::summary::Counts;
+    use crate::core::counts::Counts;
 
     fn run(n: usize, contributor: &str) -> RunPoint {
         RunPoint {

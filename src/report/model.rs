@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use crate::core::counts::Counts;
 use crate::exceptions::figures::{BacklogFigures, RuleBacklog, WeekFlow};
-use crate::pipeline::summary::Counts;
 
 /// The whole report: one section for all contributors, then one per contributor.
 #[derive(Debug, Clone, Serialize)]
