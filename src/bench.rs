@@ -264,7 +264,7 @@ fn measure_run(ws: &Workspace, config: &str, drop_id: &str, dry_run: bool) -> Re
     Ok(Measure {
         wall,
         peak_rss,
-        stages: summary_stages(&stdout),
+        stages: stage_timings(&stdout),
     })
 }
 
@@ -275,33 +275,15 @@ fn read_peak_rss(status_path: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-fn summary_stages(stdout: &str) -> Vec<(String, u64)> {
-    let Some(url) = stdout.lines().find_map(|l| l.strip_prefix("summary: ")) else {
+fn stage_timings(stdout: &str) -> Vec<(String, u64)> {
+    let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("timings: ")) else {
         return Vec::new();
     };
-    let Some(path) = url.strip_prefix("file://") else {
-        return Vec::new();
-    };
-    let summary: serde_json::Value = match std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-    {
-        Some(v) => v,
-        None => return Vec::new(),
-    };
-    let stages = [
-        "read",
-        "baseline",
-        "evaluate",
-        "route",
-        "write",
-        "balance",
-        "commit",
-        "exceptions",
-    ];
-    stages
-        .iter()
-        .filter_map(|s| Some((s.to_string(), summary["timings_ms"][s].as_u64()?)))
+    line.split_whitespace()
+        .filter_map(|part| {
+            let (stage, ms) = part.split_once('=')?;
+            Some((stage.to_string(), ms.strip_suffix("ms")?.parse().ok()?))
+        })
         .collect()
 }
 

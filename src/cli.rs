@@ -420,6 +420,10 @@ fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Optio
             counts.warned
         ),
     }
+    let timings = summary.timings_line();
+    if !timings.is_empty() {
+        println!("timings: {timings}");
+    }
     if let Some(url) = summary_url {
         println!("summary: {url}");
     }

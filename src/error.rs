@@ -278,6 +278,12 @@ impl EngineFailure {
         }
     }
 
+    /// Whether the rule itself is at fault, whatever the rows: it cannot be
+    /// planned, or its regular expression does not compile.
+    pub fn is_rule_fault(self) -> bool {
+        matches!(self, EngineFailure::Planning | EngineFailure::InvalidRegex)
+    }
+
     /// The class of a run stopped by this failure: only I/O is worth a retry.
     pub fn class(self) -> ErrorClass {
         match self {
@@ -354,6 +360,7 @@ impl Error {
             Error::ConfigRead { .. } | Error::ConfigInvalid { .. } | Error::Usage { .. } => {
                 ErrorClass::Config
             }
+            Error::Evaluation { failure, .. } if failure.is_rule_fault() => ErrorClass::Config,
             Error::BadDrop { .. }
             | Error::BadRecord { .. }
             | Error::FailRule { .. }
@@ -528,6 +535,10 @@ mod tests {
                 subject: "rule 'r'".into(),
                 failure: EngineFailure::DivisionByZero,
             },
+            Error::Evaluation {
+                subject: "metric 'm'".into(),
+                failure: EngineFailure::Planning,
+            },
             Error::arrow(Stage::Read)(ArrowError::CastError("'A1234567'".into())),
             Error::arrow(Stage::Read)(ArrowError::IoError("read".into(), io_error())),
             Error::Io {
@@ -549,6 +560,10 @@ mod tests {
                     Error::ConfigRead { .. }
                     | Error::ConfigInvalid { .. }
                     | Error::Usage { .. } => ErrorClass::Config,
+                    Error::Evaluation {
+                        failure: EngineFailure::Planning,
+                        ..
+                    } => ErrorClass::Config,
                     Error::BadDrop { .. }
                     | Error::BadRecord { .. }
                     | Error::FailRule { .. }

@@ -35,6 +35,19 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// The stages a run times, in the order they run.
+    pub const TIMED: [Stage; 9] = [
+        Stage::Claim,
+        Stage::Read,
+        Stage::Baseline,
+        Stage::Evaluate,
+        Stage::Route,
+        Stage::Write,
+        Stage::Balance,
+        Stage::Commit,
+        Stage::Exceptions,
+    ];
+
     /// The stage's name, as timings and errors show it.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -144,7 +144,7 @@ fn a_missing_config_exits_2_naming_the_file() {
 
 #[test]
 fn check_config_names_the_culprit_of_each_error_class() {
-    let cases: [(&str, &str, &str, &[&str]); 6] = [
+    let cases: [(&str, &str, &str, &[&str]); 8] = [
         (
             "SQL that does not parse",
             ",credit_limit = product_limit + temporary_limit,critical,",
@@ -180,6 +180,22 @@ fn check_config_names_the_culprit_of_each_error_class() {
             "arrears_step,instalment,",
             "arrears_step,lender,",
             &["credit_rules.csv:12", "arrears_step", "lender"],
+        ),
+        (
+            "previous value of a metric over trend columns",
+            "unchanged_share IS NULL OR unchanged_share < 0.95",
+            "unchanged_share < prev_unchanged_share",
+            &[
+                "credit_rules.csv:16",
+                "stale_resend",
+                "measured on the drop's periods only",
+            ],
+        ),
+        (
+            "row rule that aggregates",
+            ",credit_limit = product_limit + temporary_limit,critical,",
+            ",sum(credit_limit) > 0,critical,",
+            &["credit_rules.csv:7", "consistency", "measure it as a metric"],
         ),
     ];
     for (class, from, to, expected) in cases {

@@ -5,20 +5,20 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use datafusion::logical_expr::utils::find_aggregate_exprs;
-
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::engine::{engine_rules, name_clash};
 use crate::config::locations::{catalog_spec, resolve_location};
 use crate::config::plan::{
-    ContributorTypes, ExceptionsSpec, Metric, PartitionTransform, Plan, Reference, ReferenceFormat,
+    ContributorTypes, ExceptionsSpec, PartitionTransform, Plan, Reference, ReferenceFormat,
     S3Settings, StorageSpec, TableSpec,
 };
-use crate::config::raw::{AggregatesConfig, ContributorsConfig, SilverlineConfig};
+use crate::config::raw::{AggregatesConfig, ContributorsConfig, MetricConfig, SilverlineConfig};
 use crate::config::rules::{
-    Escalation, ExprChecker, Reads, Rule, Scope, Severity, aggregate_fields, row_fields,
+    Escalation, ExprChecker, Metric, Reads, Rule, Scope, Severity, aggregate_fields,
+    drop_only_metric_hint, metric_fields, row_fields,
 };
 use crate::config::sources::{RuleDraft, read_rule_file};
+use crate::transient::PREV_PREFIX;
 
 impl Plan {
     /// Validates `raw`, read from `source`; relative paths resolve against the file's folder.
@@ -34,12 +34,12 @@ impl Plan {
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
         let (metrics, rules) = match row_checker {
             Ok(rows) => {
-                let metrics = check_metrics(&raw, &rows, &mut problems);
-                let metric_names: Vec<String> = metrics.iter().map(|m| m.name.clone()).collect();
-                match ExprChecker::new(aggregate_fields(&metric_names)) {
+                let metrics = check_metrics(&raw, &contract, &mut problems);
+                match ExprChecker::new(aggregate_fields(&metrics)) {
                     Ok(aggregates) => {
                         let context = RuleContext {
                             contract: &contract,
+                            metrics: &metrics,
                             known_types: contributors.known_types(),
                             rows,
                             aggregates,
@@ -302,6 +302,7 @@ fn check_rules(
 /// What rules are checked against.
 struct RuleContext<'a> {
     contract: &'a Contract,
+    metrics: &'a [Metric],
     known_types: BTreeSet<&'a str>,
     rows: ExprChecker,
     aggregates: ExprChecker,
@@ -371,7 +372,14 @@ fn check_rule(
     };
     let reads = checker
         .check_boolean(&rule.expression)
-        .map_err(|e| problems.push(format!("{at}: expression `{}`: {e}", rule.expression)))
+        .map_err(|e| {
+            let hint = match scope {
+                Some(Scope::Aggregate) => drop_only_metric_hint(&rule.expression, context.metrics),
+                _ => None,
+            };
+            let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
+            problems.push(format!("{at}: expression `{}`: {e}{hint}", rule.expression))
+        })
         .unwrap_or_default();
     check_scope_reads(scope, &reads, &at, problems);
     check_filter(rule.filter.as_deref(), scope, context, &at, problems);
@@ -473,9 +481,16 @@ fn check_aggregates(raw: &AggregatesConfig, problems: &mut Vec<String>) {
 
 fn check_metrics(
     raw: &SilverlineConfig,
-    rows: &ExprChecker,
+    contract: &Contract,
     problems: &mut Vec<String>,
 ) -> Vec<Metric> {
+    let checker = match ExprChecker::new(metric_fields(contract)) {
+        Ok(checker) => checker,
+        Err(e) => {
+            problems.push(format!("metrics: cannot build their schema: {e}"));
+            return Vec::new();
+        }
+    };
     let mut seen = BTreeSet::new();
     let mut metrics = Vec::new();
     for metric in &raw.metrics {
@@ -483,21 +498,33 @@ fn check_metrics(
         if !seen.insert(metric.name.as_str()) {
             problems.push(format!("{at}: defined twice"));
         }
-        match rows.parse(&metric.expression) {
-            Ok(expr) if find_aggregate_exprs(std::slice::from_ref(&expr)).is_empty() => problems
-                .push(format!(
-                    "{at}: `{}` is not an aggregate (count, sum, avg...)",
-                    metric.expression
-                )),
-            Ok(expr) => metrics.push(Metric {
-                name: metric.name.clone(),
-                expression: metric.expression.clone(),
-                columns: expr.column_refs().iter().map(|c| c.name.clone()).collect(),
-            }),
-            Err(e) => problems.push(format!("{at}: expression `{}`: {e}", metric.expression)),
+        match checker.check_aggregate(&metric.expression) {
+            Ok(expr) => metrics.push(metric_reading(metric, &expr)),
+            Err(e) => problems.push(format!(
+                "{at}: expression `{}`: {e} (metrics read contract columns and their prev_<column> twins)",
+                metric.expression
+            )),
         }
     }
     metrics
+}
+
+/// The checked metric: the contract columns it reads, now and before.
+fn metric_reading(metric: &MetricConfig, expr: &datafusion::prelude::Expr) -> Metric {
+    let (prev, now): (BTreeSet<String>, BTreeSet<String>) = expr
+        .column_refs()
+        .iter()
+        .map(|c| c.name.clone())
+        .partition(|name| name.starts_with(PREV_PREFIX));
+    Metric {
+        name: metric.name.clone(),
+        expression: metric.expression.clone(),
+        columns: now,
+        prev_columns: prev
+            .iter()
+            .filter_map(|name| name.strip_prefix(PREV_PREFIX).map(str::to_string))
+            .collect(),
+    }
 }
 
 fn check_references(

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::config::contract::Contract;
-use crate::config::rules::Rule;
+use crate::config::rules::{Metric, Rule};
 
 /// A partition transform of the Silver table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,17 +180,6 @@ pub struct ExceptionsSpec {
     pub name: String,
     /// Open exceptions older than this many days are stale.
     pub stale_after_days: u32,
-}
-
-/// A named aggregate over one contributor's period.
-#[derive(Debug, Clone)]
-pub struct Metric {
-    /// Name.
-    pub name: String,
-    /// SQL aggregate.
-    pub expression: String,
-    /// Contract columns it reads.
-    pub columns: BTreeSet<String>,
 }
 
 /// File format of a reference table.

@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::DFSchema;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::ExprSchemable;
+use datafusion::logical_expr::utils::find_aggregate_exprs;
 use datafusion::prelude::{Expr, SessionContext};
 
 use crate::config::contract::Contract;
@@ -151,9 +153,11 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// A trend rule reads the previous state; it is skipped where there is none.
+    /// A trend rule compares with the previous state (a row rule reading
+    /// `prev_*`, or any aggregate rule: its period is compared with the
+    /// previous one); it is skipped where there is none.
     pub fn is_trend(&self) -> bool {
-        !self.prev_columns.is_empty()
+        !self.prev_columns.is_empty() || self.scope == Scope::Aggregate
     }
 
     /// Whether the rule applies to a contributor of type `contributor_type`.
@@ -169,6 +173,28 @@ impl Rule {
             .iter()
             .any(|t| t == "*" || other.applies_to(t))
             || other.contributor_types.iter().any(|t| t == "*")
+    }
+}
+
+/// A named aggregate over one contributor's period.
+#[derive(Debug, Clone)]
+pub struct Metric {
+    /// Name.
+    pub name: String,
+    /// SQL aggregate.
+    pub expression: String,
+    /// Contract columns it reads.
+    pub columns: BTreeSet<String>,
+    /// Contract columns whose previous value it reads (`prev_<column>`): such
+    /// a metric is measured on the drop's periods only, which carry the
+    /// previous state; committed periods have no value for it.
+    pub prev_columns: BTreeSet<String>,
+}
+
+impl Metric {
+    /// Whether it reads previous values (and so has no committed values).
+    pub fn reads_previous(&self) -> bool {
+        !self.prev_columns.is_empty()
     }
 }
 
@@ -204,9 +230,35 @@ impl ExprChecker {
             .map_err(|e| first_line(&e.to_string()))
     }
 
-    /// Checks that `sql` parses, names only known columns and is boolean.
+    /// Checks that `sql` is one aggregate over the rows (a metric): it
+    /// parses, its types agree, it nests no aggregate and holds no subquery.
+    pub fn check_aggregate(&self, sql: &str) -> Result<Expr, String> {
+        let expr = self.parse(sql)?;
+        let aggregates = find_aggregate_exprs(std::slice::from_ref(&expr));
+        if aggregates.is_empty() {
+            return Err(format!("`{sql}` is not an aggregate (count, sum, avg...)"));
+        }
+        for aggregate in &aggregates {
+            if let Expr::AggregateFunction(function) = aggregate
+                && !find_aggregate_exprs(&function.params.args).is_empty()
+            {
+                return Err(format!("`{sql}` nests an aggregate in another"));
+            }
+        }
+        refuse_subqueries(&expr)?;
+        expr.get_type(&self.schema)
+            .map_err(|e| first_line(&e.to_string()))?;
+        Ok(expr)
+    }
+
+    /// Checks that `sql` parses, names only known columns, aggregates
+    /// nothing, holds no subquery and is boolean.
     pub fn check_boolean(&self, sql: &str) -> Result<Reads, String> {
         let expr = self.parse(sql)?;
+        if !find_aggregate_exprs(std::slice::from_ref(&expr)).is_empty() {
+            return Err("a rule may not aggregate (count, sum, avg...): measure it as a metric and compare the metric in an aggregate rule".to_string());
+        }
+        refuse_subqueries(&expr)?;
         let data_type = expr
             .get_type(&self.schema)
             .map_err(|e| first_line(&e.to_string()))?;
@@ -230,12 +282,7 @@ impl ExprChecker {
 /// The fields a row or reference rule may read: contract columns, their `prev_`
 /// twins, the engine's transient columns and `_ref_<name>` for each reference.
 pub fn row_fields(contract: &Contract, references: &[String]) -> Vec<Field> {
-    let mut fields = contract.arrow_fields();
-    let prev = contract
-        .columns
-        .iter()
-        .map(|c| Field::new(prev_column(&c.name), c.column_type.arrow_type(), true));
-    fields.extend(prev.collect::<Vec<_>>());
+    let mut fields = metric_fields(contract);
     fields.push(Field::new(KEY_OCCURRENCES, DataType::Int64, false));
     fields.push(Field::new(KEY_COMMITTED, DataType::Int64, false));
     fields.push(Field::new(HAS_BASELINE, DataType::Boolean, false));
@@ -248,16 +295,71 @@ pub fn row_fields(contract: &Contract, references: &[String]) -> Vec<Field> {
     fields
 }
 
-/// The fields an aggregate rule may read: each metric, `prev_<metric>` and `avg_<metric>`.
-pub fn aggregate_fields(metrics: &[String]) -> Vec<Field> {
+/// Rules and metrics are expressions over one row or one period: a subquery
+/// would read tables the run does not register.
+fn refuse_subqueries(expr: &Expr) -> Result<(), String> {
+    let mut found = false;
+    expr.apply(|e| {
+        found |= matches!(
+            e,
+            Expr::ScalarSubquery(_) | Expr::InSubquery(_) | Expr::Exists(_)
+        );
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .map_err(|e| first_line(&e.to_string()))?;
+    match found {
+        true => Err("subqueries (SELECT ...) are not supported in rules and metrics".to_string()),
+        false => Ok(()),
+    }
+}
+
+/// The fields a metric may read: contract columns and their `prev_` twins.
+pub fn metric_fields(contract: &Contract) -> Vec<Field> {
+    let mut fields = contract.arrow_fields();
+    fields.extend(prev_fields(contract));
+    fields
+}
+
+/// The `prev_<column>` twin of every contract column.
+fn prev_fields(contract: &Contract) -> Vec<Field> {
+    contract
+        .columns
+        .iter()
+        .map(|c| Field::new(prev_column(&c.name), c.column_type.arrow_type(), true))
+        .collect()
+}
+
+/// The fields an aggregate rule may read: each metric, and `prev_<metric>`
+/// and `avg_<metric>` of each metric measured on committed periods too.
+pub fn aggregate_fields(metrics: &[Metric]) -> Vec<Field> {
     metrics
         .iter()
         .flat_map(|m| {
-            [m.clone(), prev_column(m), format!("avg_{m}")]
+            let mut names = vec![m.name.clone()];
+            if !m.reads_previous() {
+                names.extend([prev_column(&m.name), format!("avg_{}", m.name)]);
+            }
+            names
                 .into_iter()
                 .map(|name| Field::new(name, DataType::Float64, true))
         })
         .collect()
+}
+
+/// A hint for an aggregate rule that reads `prev_<metric>` or `avg_<metric>`
+/// of a metric that has no committed values.
+pub fn drop_only_metric_hint(expression: &str, metrics: &[Metric]) -> Option<String> {
+    let metric = metrics.iter().find(|m| {
+        m.reads_previous()
+            && [prev_column(&m.name), format!("avg_{}", m.name)]
+                .iter()
+                .any(|name| expression.contains(name.as_str()))
+    })?;
+    Some(format!(
+        "metric '{}' reads previous values (prev_*), so it is measured on the drop's periods only and has no prev_{name} or avg_{name}: compare {name} with a constant",
+        metric.name,
+        name = metric.name
+    ))
 }
 
 fn first_line(text: &str) -> String {

@@ -6,7 +6,8 @@ use chrono::NaiveDate;
 
 use super::Workspace;
 use super::generate::{
-    Portfolio, Statement, collapse_arrears, double_limits, mis_map_limits, months, truncate,
+    Portfolio, Statement, collapse_arrears, double_limits, mis_map_limits, month_end, months,
+    truncate,
 };
 use crate::error::Result;
 use crate::pipeline::RunOptions;
@@ -165,17 +166,43 @@ pub fn build_all() -> Vec<Scenario> {
     scenarios.push(truncated_extract(&mut lender));
     scenarios.push(arrears_collapse(&mut bank));
     scenarios.push(reference_lag());
+    let first_month = newcomer.statements(month(2026, 11), false);
+    let resent = stale_resend(&first_month, month(2026, 12));
     scenarios.push(Scenario {
         name: "6 new contributor",
         contributor: NEWCOMER,
         drop_id: "2026-11".to_string(),
-        rows: newcomer.statements(month(2026, 11), false),
+        rows: first_month,
         expected_quarantined: 0,
         expected_rule: None,
         expected_pending: 0,
         held_back: Vec::new(),
     });
+    scenarios.push(resent);
     scenarios
+}
+
+/// Corruption 7: the newcomer re-sends its previous month's file under the
+/// next month's date: every balance and arrears figure is last month's.
+fn stale_resend(previous: &[Statement], next: NaiveDate) -> Scenario {
+    let date = month_end(next);
+    let rows: Vec<Statement> = previous
+        .iter()
+        .map(|row| Statement {
+            date,
+            ..row.clone()
+        })
+        .collect();
+    Scenario {
+        name: "7 stale re-send",
+        contributor: NEWCOMER,
+        drop_id: next.format("%Y-%m").to_string(),
+        expected_quarantined: rows.len() as u64,
+        rows,
+        expected_rule: Some("stale_resend"),
+        expected_pending: 0,
+        held_back: Vec::new(),
+    }
 }
 
 /// Corruption 2: half of the lender's accounts are missing from its next month.

@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatch;
 use iceberg::arrow::{PartitionValueCalculator, arrow_struct_to_literal, schema_to_arrow_schema};
 use iceberg::spec::{
     DataFile, DataFileFormat, Literal, PartitionKey, PartitionSpec, PartitionSpecRef, SchemaRef,
-    TableProperties,
+    TableMetadataBuilder, TableProperties,
 };
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
@@ -59,20 +59,25 @@ pub async fn write_silver_files(
     Ok(files)
 }
 
-/// `table` with a FileIO in memory: data files written for it land nowhere
-/// but in memory (a dry run's, counted and then dropped with it).
-pub fn in_memory(table: &Table) -> Result<Table> {
+/// `table` relocated to the local folder `scratch`: data files written for
+/// it land there (a dry run's, counted and then deleted with the folder),
+/// never in the warehouse, and cost no memory.
+pub fn in_scratch(table: &Table, scratch: &std::path::Path) -> Result<Table> {
+    let target = table.identifier().to_string();
+    let location = format!("file://{}", scratch.display());
+    let metadata = TableMetadataBuilder::new_from_metadata(table.metadata().clone(), None)
+        .set_location(location)
+        .build()
+        .map_err(Error::catalog("write", &target))?
+        .metadata;
     Table::builder()
-        .metadata(table.metadata_ref())
+        .metadata(metadata)
         .identifier(table.identifier().clone())
-        .file_io(iceberg::io::FileIO::new_with_memory())
-        .runtime(
-            iceberg::Runtime::try_current()
-                .map_err(Error::catalog("write", table.identifier().to_string()))?,
-        )
+        .file_io(iceberg::io::FileIO::new_with_fs())
+        .runtime(iceberg::Runtime::try_current().map_err(Error::catalog("write", &target))?)
         .readonly(true)
         .build()
-        .map_err(Error::catalog("write", table.identifier().to_string()))
+        .map_err(Error::catalog("write", &target))
 }
 
 /// One writer's share of [`write_silver_files`].

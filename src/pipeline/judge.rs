@@ -81,7 +81,7 @@ pub(super) async fn judge_and_write(
     )?;
     let baselined = baseline::load_baseline(
         &plan.contract,
-        rules,
+        (rules, &plan.metrics),
         plan.lookback_months,
         contributor,
         batch.rows.clone(),
@@ -130,13 +130,15 @@ pub(super) async fn judge_and_write(
     progress.stage(Stage::Write);
 
     let place = claim.place();
-    // A dry run's Silver data files are written (and counted) in memory.
-    let in_memory;
-    let sink = if options.dry_run {
-        in_memory = datafile::in_memory(silver)?;
-        &in_memory
-    } else {
-        silver
+    // A dry run's Silver data files are written (and counted) in a local
+    // scratch folder, deleted when the judgement ends.
+    let scratch = match options.dry_run {
+        true => Some(dry_run_scratch(silver)?),
+        false => None,
+    };
+    let sink = match &scratch {
+        Some((_, relocated)) => relocated,
+        None => silver,
     };
     let written = write::write_outputs(&routed, &context.dq_out, sink, &place, contributor).await?;
     summary.outputs.clear();
@@ -209,4 +211,17 @@ pub(super) fn stop_on_fail_rules(outcomes: &[RuleOutcome]) -> Result<()> {
         }),
         None => Ok(()),
     }
+}
+
+/// A scratch folder for a dry run's Silver files, and Silver relocated there.
+fn dry_run_scratch(silver: &Table) -> Result<(tempfile::TempDir, Table)> {
+    let dir = tempfile::Builder::new()
+        .prefix("silverline-dry-run-")
+        .tempdir()
+        .map_err(|source| Error::Io {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let relocated = datafile::in_scratch(silver, dir.path())?;
+    Ok((dir, relocated))
 }

@@ -181,6 +181,20 @@ pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+impl Summary {
+    /// The stages' times in the order they ran: `read=512ms baseline=372ms ...`.
+    pub fn timings_line(&self) -> String {
+        Stage::TIMED
+            .iter()
+            .filter_map(|stage| {
+                let ms = self.timings_ms.get(stage.as_str())?;
+                Some(format!("{}={ms}ms", stage.as_str()))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// Records how long `stage` took since `since`.
 pub fn time(summary: &mut Summary, stage: Stage, since: Instant) {
     summary.timings_ms.insert(

@@ -28,7 +28,7 @@ use iceberg::table::Table;
 use iceberg_datafusion::IcebergStaticTableProvider;
 
 use crate::config::contract::Contract;
-use crate::config::rules::{Rule, Scope};
+use crate::config::rules::{Metric, Rule, Scope};
 use crate::core::keys::KeyIndex;
 use crate::core::sql::{new_session, quote, register_table, sql_string};
 use crate::error::{Error, Result};
@@ -50,7 +50,7 @@ pub struct Baselined {
 /// Builds the baseline frame for `rows` of `contributor` against `silver`.
 pub async fn load_baseline(
     contract: &Contract,
-    rules: &[&Rule],
+    (rules, metrics): (&[&Rule], &[Metric]),
     lookback_months: u32,
     contributor: &str,
     rows: RecordBatch,
@@ -59,7 +59,7 @@ pub async fn load_baseline(
     let ctx = new_session();
     let window = order_window(contract, &rows, lookback_months)?;
     register_history_source(&ctx, contract, silver).await?;
-    let prev = prev_columns(contract, rules);
+    let prev = prev_columns(contract, rules, metrics);
     let entities = Entities::of_drop(contract, &rows)?;
     let history = HistoryRead {
         contract,
@@ -320,12 +320,19 @@ impl HistoryRead<'_> {
     }
 }
 
-/// Columns whose previous value is needed: what trend rules read, plus the order column.
-fn prev_columns(contract: &Contract, rules: &[&Rule]) -> BTreeSet<String> {
+/// Columns whose previous value is needed: what trend rules read, what the
+/// metrics of aggregate rules read, plus the order column.
+fn prev_columns(contract: &Contract, rules: &[&Rule], metrics: &[Metric]) -> BTreeSet<String> {
+    let has_aggregates = rules.iter().any(|r| r.scope == Scope::Aggregate);
+    let metric_columns = metrics
+        .iter()
+        .filter(|_| has_aggregates)
+        .flat_map(|m| m.prev_columns.iter().cloned());
     let mut columns: BTreeSet<String> = rules
         .iter()
         .filter(|r| r.scope != Scope::Aggregate)
         .flat_map(|r| r.prev_columns.iter().cloned())
+        .chain(metric_columns)
         .collect();
     columns.insert(contract.order_column.clone());
     columns

@@ -18,8 +18,8 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
 use super::committed::CommittedPeriods;
-use super::metrics::{metric_columns, metrics_by_period_sql};
-use crate::config::plan::Metric;
+use super::metrics::{drop_metric_columns, metrics_by_period_sql};
+use crate::config::rules::Metric;
 use crate::config::rules::Rule;
 use crate::core::sql::{quote, register_frame, register_table};
 use crate::error::{Error, Result};
@@ -145,7 +145,7 @@ async fn blame_aggregate(
 fn drop_rows_sql(metrics: &[Metric]) -> String {
     format!(
         "SELECT {}{} AS p FROM baselined",
-        metric_columns(metrics),
+        drop_metric_columns(metrics),
         quote(PERIOD)
     )
 }

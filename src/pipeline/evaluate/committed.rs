@@ -24,7 +24,7 @@ use iceberg::spec::Datum;
 use iceberg::table::Table;
 use sha2::{Digest, Sha256};
 
-use super::metrics::{metric_columns, metrics_by_period_sql};
+use super::metrics::{committed_metric_columns, committed_metrics, metrics_by_period_sql};
 use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
@@ -106,7 +106,7 @@ impl ComparedMonths {
             months,
             rows_sql,
             no_rows_sql: committed_rows_sql(plan, contributor, (window.0, window.0)),
-            by_period: metrics_by_period_sql(&plan.metrics, "committed_rows"),
+            by_period: metrics_by_period_sql(&committed_metrics(&plan.metrics), "committed_rows"),
         }
     }
 
@@ -206,7 +206,7 @@ fn committed_rows_sql(
         "SELECT {columns}DATE '{start}' AS p FROM silver \
          WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
            AND {order} < DATE '{end}'",
-        columns = metric_columns(&plan.metrics),
+        columns = committed_metric_columns(&plan.metrics),
         contributor_column = quote(&plan.contract.contributor_column),
         contributor = sql_string(contributor),
     )

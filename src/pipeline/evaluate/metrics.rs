@@ -1,18 +1,53 @@
 //! The SQL of metrics: what the drop's periods and the committed periods are
-//! both measured with.
+//! both measured with. Every metric is a DOUBLE, whatever its expression
+//! gives, so that the drop's periods and the committed ones line up.
 
-use crate::config::plan::Metric;
+use std::collections::BTreeSet;
+
+use crate::config::rules::Metric;
 use crate::core::sql::quote;
+use crate::transient::prev_column;
 
-/// The columns the metrics read, quoted, each followed by a comma.
-pub fn metric_columns(metrics: &[Metric]) -> String {
-    let mut columns: Vec<&str> = metrics
-        .iter()
-        .flat_map(|m| m.columns.iter().map(String::as_str))
-        .collect();
-    columns.sort_unstable();
-    columns.dedup();
+/// The columns the metrics read from the drop's rows (previous values
+/// included), quoted, each followed by a comma.
+pub fn drop_metric_columns(metrics: &[Metric]) -> String {
+    selected(metrics.iter().flat_map(|m| {
+        let prev = m.prev_columns.iter().map(|c| prev_column(c));
+        m.columns.iter().cloned().chain(prev)
+    }))
+}
+
+/// The columns the metrics measured on committed periods read from Silver,
+/// quoted, each followed by a comma.
+pub fn committed_metric_columns(metrics: &[Metric]) -> String {
+    selected(
+        metrics
+            .iter()
+            .filter(|m| !m.reads_previous())
+            .flat_map(|m| m.columns.iter().cloned()),
+    )
+}
+
+fn selected(columns: impl Iterator<Item = String>) -> String {
+    let columns: BTreeSet<String> = columns.collect();
     columns.iter().map(|c| format!("{}, ", quote(c))).collect()
+}
+
+/// The metrics as measured on committed periods: one that reads previous
+/// values has none there (NULL).
+pub fn committed_metrics(metrics: &[Metric]) -> Vec<Metric> {
+    metrics
+        .iter()
+        .map(|m| match m.reads_previous() {
+            true => Metric {
+                expression: "CAST(NULL AS DOUBLE)".to_string(),
+                columns: BTreeSet::new(),
+                prev_columns: BTreeSet::new(),
+                ..m.clone()
+            },
+            false => m.clone(),
+        })
+        .collect()
 }
 
 /// Each period's metrics over the rows of `table` (one aggregation per
@@ -24,7 +59,7 @@ pub fn metrics_by_period_sql(metrics: &[Metric], table: &str) -> String {
         .enumerate()
         .map(|(i, m)| {
             format!(
-                ", metric_{i} AS (SELECT p, {} AS {} FROM {table} GROUP BY p)",
+                ", metric_{i} AS (SELECT p, CAST({} AS DOUBLE) AS {} FROM {table} GROUP BY p)",
                 m.expression,
                 quote(&m.name)
             )
