@@ -426,14 +426,16 @@ async fn commit_schema(
 /// null, a widened one as the wider type), as Java's and pyiceberg's scans
 /// read it. iceberg-rust 0.10 reads a snapshot with the schema it was
 /// committed under, which lacks what was added since; until the next data
-/// commit, Silver's current snapshot is such a one.
+/// commit, Silver's current snapshot is such a one (the only case in which
+/// the metadata is rewritten here).
 pub fn read_with_current_schema(table: &Table) -> Result<Table> {
     let metadata = table.metadata();
     let current = metadata.current_schema_id();
-    if metadata
-        .snapshots()
-        .all(|s| s.schema_id().is_none_or(|id| id == current))
-    {
+    let read_as_current = metadata
+        .current_snapshot()
+        .and_then(|s| s.schema_id())
+        .is_none_or(|id| id == current);
+    if read_as_current {
         return Ok(table.clone());
     }
     let every_snapshot = |json: &mut JsonObject| {
