@@ -311,7 +311,7 @@ async fn int_to_long_and_a_wider_decimal_evolve_and_a_dry_run_only_says_so() {
 }
 
 #[tokio::test]
-async fn check_config_and_run_refuse_an_incompatible_contract_naming_each_column() {
+async fn check_config_and_run_refuse_an_incompatible_contract_naming_each_column_and_setting() {
     let (tmp, config) = project(v1);
     let (root, cfg) = (tmp.path(), config.to_str().unwrap());
     let mut bank = Portfolio::new(BANK, 12, false, 5);
@@ -335,6 +335,10 @@ async fn check_config_and_run_refuse_an_incompatible_contract_naming_each_column
             "  { name = \"passport_no\",         type = \"string\", sensitive = true },\n",
             "",
         )
+        .replace(
+            r#"{ column = "statement_date", transform = "month" }"#,
+            r#"{ column = "statement_date", transform = "day" }"#,
+        )
     });
     put_drop(
         root,
@@ -349,6 +353,9 @@ async fn check_config_and_run_refuse_an_incompatible_contract_naming_each_column
         "column 'credit_limit' is decimal(18, 2) in table silver.credit_statements but decimal(16, 2)",
         "column 'passport_no' (string) that the contract lacks",
         "keep 'passport_no' in dataset.columns, with nullable = true",
+        "table.partition: table silver.credit_statements is partitioned by \
+         [contributor_id identity, statement_date month] but the configuration says \
+         [contributor_id identity, statement_date day]",
     ];
     for attempt in [
         check_config(cfg),

@@ -732,6 +732,11 @@ mod tests {
                 r#"{ column = "day", transform = "day" }"#,
                 vec!["table.partition", "[day month]", "[day day]"],
             ),
+            (
+                format!("{V1}, {{ name = \"day_month\", type = \"string\" }}"),
+                BY_MONTH,
+                vec!["'day_month' has the name of a partition field"],
+            ),
         ];
         for (columns, partition, expected) in cases {
             let text = refusal(&columns, partition);
