@@ -159,8 +159,9 @@ pub type MakeCreation<'a> = &'a (dyn Fn() -> iceberg::Result<TableCreation> + Sy
 
 /// Loads a table silverline owns, creating its namespace and the table from
 /// `creation` if missing; a table found with other `columns` is refused, and
-/// the properties `creation` sets are added to a table that lacks them. Creating is refused when the table's location already holds
-/// Iceberg metadata (a catalog that lost the table: see [`adopt_tables`]).
+/// the properties `creation` sets are added to a table that lacks them.
+/// Creating is refused when the table's location already holds Iceberg
+/// metadata (a catalog that lost the table: see [`adopt_tables`]).
 /// Retried, for runs that create the table at the same moment.
 pub async fn load_or_create_table(
     catalog: &dyn Catalog,

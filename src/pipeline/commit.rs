@@ -1,8 +1,9 @@
 //! Commit: one Iceberg commit for all of a run's Silver rows (DESIGN.md
 //! invariant 4). It takes only a [`Balanced`] run. The snapshot's properties
 //! carry the run key, the counts and any schema evolution the run committed
-//! before ([`SnapshotRecord`]), so the table's history tells what each run did; the run ledger entry written in the same
-//! commit is how a rerun knows it has nothing to do (see [`crate::infra::append`]).
+//! before ([`SnapshotRecord`]), so the table's history tells what each run
+//! did; the run ledger entry written in the same commit is how a rerun knows
+//! it has nothing to do (see [`crate::infra::append`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
