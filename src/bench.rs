@@ -186,7 +186,7 @@ async fn setup_history_unjudged(
     rows: RecordBatch,
     month: usize,
 ) -> Result<()> {
-    let silver = load_or_create_silver(catalog, plan).await?;
+    let silver = load_or_create_silver(catalog, plan).await?.table;
     let files = write_silver_files(&silver, &[rows], &format!("history-{month}")).await?;
     let tx = Transaction::new(&silver);
     let tx = tx

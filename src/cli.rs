@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::config::load_plan;
 use crate::core::drop::DropRef;
 use crate::error::Result;
+use crate::infra::catalog::{SilverCheck, check_silver, table_ident};
 use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};
@@ -119,7 +120,9 @@ pub enum Command {
         #[arg(long, default_value_t = 1)]
         retain_last: usize,
     },
-    /// Validate the configuration and its rules without reading data.
+    /// Validate the configuration and its rules without reading data, and compare the contract
+    /// with the Silver table when the catalog can be reached: say what the next run changes in
+    /// its schema, and refuse (exit 2) a contract the table cannot evolve to.
     CheckConfig {
         /// Configuration file.
         #[arg(long, env = "SILVERLINE_CONFIG")]
@@ -200,7 +203,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             from,
             to,
         } => backfill(&config, &contributor, (&from, &to)).await,
-        Command::CheckConfig { config } => check_config(&config),
+        Command::CheckConfig { config } => check_config(&config).await,
         Command::Rules {
             config,
             contributor,
@@ -340,14 +343,31 @@ async fn backfill(config: &Path, contributor: &str, (from, to): (&str, &str)) ->
 }
 
 /// `silverline check-config`.
-fn check_config(config: &Path) -> Result<u8> {
+async fn check_config(config: &Path) -> Result<u8> {
     let plan = load_plan(config)?;
+    let silver = check_silver(&plan).await?;
     println!(
         "{}: ok ({} columns, {} rules)",
         config.display(),
         plan.contract.columns.len(),
         plan.rules.len()
     );
+    let table = table_ident(&plan.table);
+    match silver {
+        SilverCheck::Unreachable(why) => {
+            println!("{table}: not compared with the contract: {why}")
+        }
+        SilverCheck::Absent => {
+            println!("{table}: not created yet: the first run creates it from the contract")
+        }
+        SilverCheck::Found(None) => println!("{table}: has the contract's schema"),
+        SilverCheck::Found(Some(evolution)) => {
+            println!("{table}: the next run evolves its schema to the contract's:");
+            for change in &evolution.changes {
+                println!("  - {change}");
+            }
+        }
+    }
     Ok(0)
 }
 
@@ -419,6 +439,13 @@ fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Optio
             counts.dropped,
             counts.warned
         ),
+    }
+    if let Some(evolution) = &summary.schema_evolution {
+        let done = match summary.status {
+            RunStatus::DryRun => "would evolve",
+            _ => "evolved",
+        };
+        println!("{done} {}: {evolution}", summary.table);
     }
     let timings = summary.timings_line();
     if !timings.is_empty() {

@@ -19,7 +19,7 @@
 //!  pipeline                                    one module per stage of a run
 //!  report                                      backlog text and the HTML report
 //!  exceptions                                  the exception store and its backlog
-//!  infra                                       object storage, catalog, Iceberg append, run ledger
+//!  infra                                       object storage, catalog, schema evolution, Iceberg append, run ledger
 //!  config                                      contract, rules, the validated plan
 //!  core  transient  telemetry  progress        shared words, the SQL toolbox, logs
 //!  error  stage                                one error type and its exit codes; stage names

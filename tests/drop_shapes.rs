@@ -12,7 +12,8 @@ use std::path::Path;
 use arrow::array::{Array, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, TimeUnit};
 use harness::{
-    committed_accounts, month, output, project, put_drop, run_args, silverline, summaries, walk,
+    add_column, committed_accounts, month, output, project, put_drop, rewrite, run_args,
+    silverline, summaries, walk,
 };
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use silverline::demo::generate::Portfolio;
@@ -29,35 +30,6 @@ fn january(root: &Path) -> std::path::PathBuf {
     let rows = Portfolio::new("BANK_D", 12, false, 3).statements(month(2026, 1), false);
     put_drop(root, "BANK_D", "2026-01", &rows);
     root.join("data/bronze/BANK_D/2026-01/statements.csv")
-}
-
-/// The file's records (header first), passed through `edit`, written back
-/// with `delimiter` to `to` (the file itself is removed).
-fn rewrite(file: &Path, to: &str, delimiter: u8, edit: impl Fn(&mut Vec<Vec<String>>)) {
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .from_path(file)
-        .unwrap();
-    let mut records: Vec<Vec<String>> = reader
-        .records()
-        .map(|r| r.unwrap().iter().map(str::to_string).collect())
-        .collect();
-    edit(&mut records);
-    let mut writer = csv::WriterBuilder::new()
-        .delimiter(delimiter)
-        .from_writer(Vec::new());
-    for record in &records {
-        writer.write_record(record).unwrap();
-    }
-    let bytes = writer.into_inner().unwrap();
-    std::fs::remove_file(file).unwrap();
-    std::fs::write(file.with_file_name(to), bytes).unwrap();
-}
-
-fn add_column(records: &mut [Vec<String>], name: &str, value: impl Fn(usize) -> String) {
-    for (i, record) in records.iter_mut().enumerate() {
-        record.push(if i == 0 { name.to_string() } else { value(i) });
-    }
 }
 
 fn run(config: &Path) -> assert_cmd::assert::Assert {

@@ -8,8 +8,8 @@
 mod harness;
 
 use harness::{
-    committed_accounts, month, output, project, put_drop, run_args, set_aside_accounts, silverline,
-    summaries,
+    committed_accounts, month, output, project, put_drop, rule_outcome, run_args,
+    set_aside_accounts, silverline, summary_of,
 };
 use silverline::demo::generate::Portfolio;
 
@@ -39,21 +39,7 @@ fn with_engine_rules(settings: &'static str) -> impl Fn(String) -> String {
 }
 
 fn failed(summary: &serde_json::Value, rule: &str) -> u64 {
-    summary["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["rule"] == rule)
-        .unwrap_or_else(|| panic!("rule {rule} in {summary}"))["failed"]
-        .as_u64()
-        .unwrap()
-}
-
-fn summary_of(root: &std::path::Path, drop_id: &str) -> serde_json::Value {
-    summaries(root)
-        .into_iter()
-        .find(|s| s["drop_id"] == drop_id)
-        .unwrap_or_else(|| panic!("no summary for {drop_id}"))
+    rule_outcome(summary, rule)["failed"].as_u64().unwrap()
 }
 
 #[test]

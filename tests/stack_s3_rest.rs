@@ -37,6 +37,30 @@ suite_tests!(
     #[ignore = "needs the local stack: bash localstack/test.sh"]
 );
 
+/// pyiceberg reads, through the REST catalog, a table whose schema a run
+/// evolved: the new column null in the older rows, the widened one as long.
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_pyiceberg_reads_an_evolved_table() {
+    let mut tw = stack_workspace().await;
+    suite::a_new_column_and_a_wider_type_evolve_silver(&mut tw.ws).await;
+    let script = r#"
+rows = table.scan().to_arrow()
+print(json.dumps({
+    "fields": [f.name for f in table.schema().fields],
+    "rows": rows.num_rows,
+    "ungraded": rows.column("risk_grade").null_count,
+    "arrears": str(rows.schema.field("month_in_arrears").type),
+}))
+"#;
+    let seen = common::pyiceberg::run(&tw.ws, script, &[]);
+    let contract: Vec<&str> = tw.ws.plan.contract.column_names().collect();
+    assert_eq!(seen["fields"], serde_json::json!(contract));
+    assert_eq!(seen["rows"], 20);
+    assert_eq!(seen["ungraded"], 20);
+    assert_eq!(seen["arrears"], "int64");
+}
+
 /// pyiceberg opens our table through the REST catalog and sees the contract,
 /// the row count and the values we wrote; it reads the exception store too.
 #[tokio::test]

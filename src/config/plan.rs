@@ -22,6 +22,29 @@ pub enum PartitionTransform {
     Day,
 }
 
+impl PartitionTransform {
+    /// The Iceberg transform.
+    pub fn iceberg(self) -> iceberg::spec::Transform {
+        use iceberg::spec::Transform;
+        match self {
+            PartitionTransform::Identity => Transform::Identity,
+            PartitionTransform::Year => Transform::Year,
+            PartitionTransform::Month => Transform::Month,
+            PartitionTransform::Day => Transform::Day,
+        }
+    }
+
+    /// What the partition field's name adds to the source column's: `_month` for `month`.
+    pub fn field_suffix(self) -> &'static str {
+        match self {
+            PartitionTransform::Identity => "",
+            PartitionTransform::Year => "_year",
+            PartitionTransform::Month => "_month",
+            PartitionTransform::Day => "_day",
+        }
+    }
+}
+
 /// The Silver table's identity and layout.
 #[derive(Debug, Clone)]
 pub struct TableSpec {

@@ -24,7 +24,9 @@ use crate::config::Plan;
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, RunAppend, append_for_run};
-use crate::infra::catalog::{exceptions_ident, load_or_create_table, owned_table_properties};
+use crate::infra::catalog::{
+    Columns, exceptions_ident, load_or_create_table, owned_table_properties,
+};
 use crate::infra::datafile::write_silver_files;
 use crate::infra::ledger::find_committed;
 use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
@@ -86,7 +88,7 @@ pub async fn load_or_create_exceptions(catalog: &dyn Catalog, plan: &Plan) -> Re
         plan,
         &ident,
         &|| creation(plan),
-        "exceptions.table",
+        Columns::Exactly("exceptions.table"),
     )
     .await
 }

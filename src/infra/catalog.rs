@@ -1,11 +1,12 @@
 //! The Iceberg catalog that holds Silver, and the Silver table itself:
 //! connecting (REST in production, SQLite SQL catalog for the embedded
-//! default), and creating the table from the contract on the first run.
+//! default), creating the table from the contract on the first run, and
+//! evolving its schema to the contract's on later ones ([`evolve`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::spec::{Schema, Transform, UnboundPartitionSpec};
+use iceberg::spec::{Schema, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
@@ -14,8 +15,9 @@ use iceberg_catalog_sql::SqlCatalogBuilder;
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 use crate::config::Plan;
-use crate::config::plan::{CatalogSpec, PartitionTransform, TableSpec};
+use crate::config::plan::{CatalogSpec, TableSpec};
 use crate::error::{Error, Result};
+use crate::infra::evolve::{self, EvolvedTable, SchemaEvolution};
 use crate::infra::storage::Stores;
 
 /// Connects to the catalog the plan names; its FileIO uses the same S3 settings and identity as `stores`.
@@ -125,38 +127,52 @@ pub fn table_ident(spec: &TableSpec) -> TableIdent {
 /// until the winner's creation is visible.
 const CREATE_ATTEMPTS: u32 = 5;
 
-/// Loads the Silver table, creating its namespace and the table from the contract if missing.
-pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
+/// Loads the Silver table, creating its namespace and the table from the
+/// contract if missing, and evolves its schema to the contract's (its own
+/// commit; an incompatible contract is refused: see [`evolve`]).
+pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<EvolvedTable> {
     let ident = table_ident(&plan.table);
-    load_or_create_table(
+    let table = load_or_create_table(
         catalog,
         plan,
         &ident,
         &|| table_creation(plan),
-        "dataset.columns",
+        Columns::Contract,
     )
-    .await
+    .await?;
+    evolve::evolve(catalog, plan, table).await
+}
+
+/// What the columns of a table found in the catalog must be.
+#[derive(Debug, Clone, Copy)]
+pub enum Columns<'a> {
+    /// Exactly those it is created with; a difference is a configuration
+    /// error naming this setting.
+    Exactly(&'a str),
+    /// Silver's: the contract's, or columns the contract evolves compatibly
+    /// (see [`evolve`]); an incompatible difference is refused.
+    Contract,
 }
 
 /// How to create a table: called for each attempt (a creation is used up).
 pub type MakeCreation<'a> = &'a (dyn Fn() -> iceberg::Result<TableCreation> + Sync);
 
 /// Loads a table silverline owns, creating its namespace and the table from
-/// `creation` if missing; a table found with another schema is an error naming
-/// `setting`, and the properties `creation` sets are added to a table that
-/// lacks them. Creating is refused when the table's location already holds
-/// Iceberg metadata (a catalog that lost the table: see [`adopt_tables`]).
+/// `creation` if missing; a table found with other `columns` is refused, and
+/// the properties `creation` sets are added to a table that lacks them.
+/// Creating is refused when the table's location already holds Iceberg
+/// metadata (a catalog that lost the table: see [`adopt_tables`]).
 /// Retried, for runs that create the table at the same moment.
 pub async fn load_or_create_table(
     catalog: &dyn Catalog,
     plan: &Plan,
     ident: &TableIdent,
     creation: MakeCreation<'_>,
-    setting: &str,
+    columns: Columns<'_>,
 ) -> Result<Table> {
     let mut attempt = 1;
     loop {
-        match try_load_or_create_table(catalog, plan, ident, creation, setting).await {
+        match try_load_or_create_table(catalog, plan, ident, creation, columns).await {
             Err(error @ Error::Catalog { .. }) if attempt < CREATE_ATTEMPTS => {
                 tracing::warn!(attempt, table = %ident, error = %error, "loading or creating a table failed: retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
@@ -173,8 +189,8 @@ pub async fn load_or_create_table(
 struct Wanted<'a> {
     schema: &'a Schema,
     properties: &'a HashMap<String, String>,
-    /// The setting named when the columns differ.
-    setting: &'a str,
+    /// How its columns are checked.
+    columns: Columns<'a>,
 }
 
 async fn try_load_or_create_table(
@@ -182,7 +198,7 @@ async fn try_load_or_create_table(
     plan: &Plan,
     ident: &TableIdent,
     creation: MakeCreation<'_>,
-    setting: &str,
+    columns: Columns<'_>,
 ) -> Result<Table> {
     let target = ident.to_string();
     let creation = creation().map_err(Error::catalog("create-table", &target))?;
@@ -190,7 +206,7 @@ async fn try_load_or_create_table(
     let wanted = Wanted {
         schema: &schema,
         properties: &properties,
-        setting,
+        columns,
     };
     ensure_namespace(catalog, ident.namespace(), &target).await?;
     if catalog
@@ -198,13 +214,13 @@ async fn try_load_or_create_table(
         .await
         .map_err(Error::catalog("table-exists", &target))?
     {
-        return load_table_checked(catalog, ident, &wanted).await;
+        return load_table_checked(catalog, plan, ident, &wanted).await;
     }
     let location = default_location(catalog, plan, ident).await?;
     let found = existing_metadata(plan, &location).await?;
     if !found.is_empty() {
         if appeared_meanwhile(catalog, ident).await {
-            return load_table_checked(catalog, ident, &wanted).await;
+            return load_table_checked(catalog, plan, ident, &wanted).await;
         }
         return Err(fork_refused(plan, ident, &location, &found));
     }
@@ -219,7 +235,7 @@ async fn try_load_or_create_table(
             Ok(table)
         }
         Err(_) if catalog.table_exists(ident).await.unwrap_or(false) => {
-            load_table_checked(catalog, ident, &wanted).await
+            load_table_checked(catalog, plan, ident, &wanted).await
         }
         Err(e) => Err(Error::catalog("create-table", &target)(e)),
     }
@@ -285,14 +301,17 @@ async fn ensure_properties(
         .map_err(Error::catalog("set-properties", &target))
 }
 
-/// Silver as a dry run sees it: loaded and checked like a run does, but
-/// neither its namespace nor the table is created and no property is set;
-/// `None` when it does not exist yet. A location holding Iceberg metadata the
+/// Silver as a dry run sees it: loaded and checked like a run does, its
+/// schema evolved to the contract's in memory only ([`evolve::preview`]),
+/// neither its namespace nor the table created and no property set; `None`
+/// when it does not exist yet. A location holding Iceberg metadata the
 /// catalog does not know is refused, as a run refuses it.
-pub async fn load_silver_if_any(catalog: &dyn Catalog, plan: &Plan) -> Result<Option<Table>> {
+pub async fn load_silver_if_any(
+    catalog: &dyn Catalog,
+    plan: &Plan,
+) -> Result<Option<EvolvedTable>> {
     let ident = table_ident(&plan.table);
     let target = ident.to_string();
-    let creation = table_creation(plan).map_err(Error::catalog("load-table", &target))?;
     let namespace_exists = catalog
         .namespace_exists(ident.namespace())
         .await
@@ -307,8 +326,7 @@ pub async fn load_silver_if_any(catalog: &dyn Catalog, plan: &Plan) -> Result<Op
             .load_table(&ident)
             .await
             .map_err(Error::catalog("load-table", &target))?;
-        check_schema(&table, &creation.schema, "dataset.columns")?;
-        return Ok(Some(table));
+        return evolve::preview(plan, table).map(Some);
     }
     let location = if namespace_exists {
         default_location(catalog, plan, &ident).await?
@@ -334,14 +352,15 @@ pub async fn load_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let wanted = Wanted {
         schema: &creation.schema,
         properties: &creation.properties,
-        setting: "dataset.columns",
+        columns: Columns::Exactly("dataset.columns"),
     };
-    load_table_checked(catalog, &ident, &wanted).await
+    load_table_checked(catalog, plan, &ident, &wanted).await
 }
 
 /// Loads a table silverline owns, checks its columns and adds missing properties.
 async fn load_table_checked(
     catalog: &dyn Catalog,
+    plan: &Plan,
     ident: &TableIdent,
     wanted: &Wanted<'_>,
 ) -> Result<Table> {
@@ -349,8 +368,48 @@ async fn load_table_checked(
         .load_table(ident)
         .await
         .map_err(Error::catalog("load-table", ident.to_string()))?;
-    check_schema(&table, wanted.schema, wanted.setting)?;
+    match wanted.columns {
+        Columns::Exactly(setting) => check_schema(&table, wanted.schema, setting)?,
+        Columns::Contract => evolve::check(plan, &table)?,
+    }
     ensure_properties(catalog, table, wanted.properties).await
+}
+
+/// What `check-config` found of Silver.
+#[derive(Debug)]
+pub enum SilverCheck {
+    /// The catalog or the storage could not be reached (why): nothing compared.
+    Unreachable(String),
+    /// Not created yet: the first run creates it from the contract.
+    Absent,
+    /// Found; what the next run changes in its schema (none: it has the contract's).
+    Found(Option<SchemaEvolution>),
+}
+
+/// How long `check-config` waits for the catalog before it leaves Silver uncompared.
+const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Compares the contract with Silver when the catalog can be reached,
+/// creating and changing nothing (not even a SQLite catalog that does not
+/// exist yet). A contract Silver cannot evolve to is a configuration error.
+pub async fn check_silver(plan: &Plan) -> Result<SilverCheck> {
+    let found = tokio::time::timeout(CHECK_TIMEOUT, async {
+        let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+        let catalog = connect_for_dry_run(&plan.catalog, &stores).await?;
+        load_silver_if_any(catalog.as_ref(), plan).await
+    })
+    .await;
+    match found {
+        Err(_) => Ok(SilverCheck::Unreachable(format!(
+            "no answer from the {} within {} s",
+            plan.catalog,
+            CHECK_TIMEOUT.as_secs()
+        ))),
+        Ok(Ok(Some(silver))) => Ok(SilverCheck::Found(silver.evolution)),
+        Ok(Ok(None)) => Ok(SilverCheck::Absent),
+        Ok(Err(error @ Error::ConfigInvalid { .. })) => Err(error),
+        Ok(Err(error)) => Ok(SilverCheck::Unreachable(error.to_string())),
+    }
 }
 
 fn check_schema(table: &Table, expected: &Schema, setting: &str) -> Result<()> {
@@ -391,13 +450,11 @@ pub(crate) fn table_creation(plan: &Plan) -> iceberg::Result<TableCreation> {
                 format!("no column {column}"),
             )
         })?;
-        let (transform, suffix) = match transform {
-            PartitionTransform::Identity => (Transform::Identity, ""),
-            PartitionTransform::Year => (Transform::Year, "_year"),
-            PartitionTransform::Month => (Transform::Month, "_month"),
-            PartitionTransform::Day => (Transform::Day, "_day"),
-        };
-        spec = spec.add_partition_field(source_id, format!("{column}{suffix}"), transform)?;
+        spec = spec.add_partition_field(
+            source_id,
+            format!("{column}{}", transform.field_suffix()),
+            transform.iceberg(),
+        )?;
     }
     Ok(TableCreation::builder()
         .name(plan.table.name.clone())

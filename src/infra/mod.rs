@@ -1,11 +1,12 @@
 //! Infrastructure: object storage ([`storage`]), AWS credentials ([`aws`]), the Iceberg
-//! catalog ([`catalog`], with commits pinned to a checked state: [`pinned`]) and the
-//! DataFusion session ([`query`]).
+//! catalog ([`catalog`], with commits pinned to a checked state: [`pinned`]), Silver's
+//! schema evolution ([`evolve`]) and the DataFusion session ([`query`]).
 
 pub mod append;
 pub mod aws;
 pub mod catalog;
 pub mod datafile;
+pub mod evolve;
 pub mod ledger;
 pub mod pinned;
 pub mod storage;

@@ -7,6 +7,11 @@
 //! through [`PinnedCatalog`] refuses (as a commit conflict) any commit made
 //! when the table's current snapshot is no longer the one checked; the
 //! catalog's own atomic check then covers the moment of the write.
+//!
+//! It can also answer for the table with a state the caller built
+//! ([`PinnedCatalog::serving`]): a transaction then derives its updates from
+//! that state, which is how a schema update beyond what iceberg-rust's
+//! actions offer is committed (see [`crate::infra::evolve`]).
 
 use std::collections::HashMap;
 
@@ -22,6 +27,8 @@ use iceberg::{
 pub struct PinnedCatalog<'a> {
     inner: &'a dyn Catalog,
     base: Option<i64>,
+    /// What `load_table` answers for this table instead of loading it.
+    serves: Option<Table>,
 }
 
 impl<'a> PinnedCatalog<'a> {
@@ -30,6 +37,18 @@ impl<'a> PinnedCatalog<'a> {
         PinnedCatalog {
             inner,
             base: table.metadata().current_snapshot_id(),
+            serves: None,
+        }
+    }
+
+    /// Pins commits to `table`'s current snapshot, and answers a load of
+    /// `table` with `state`: iceberg-rust's `Transaction::commit` reloads the
+    /// table and derives its updates from what it loads, so a transaction
+    /// begun on `state` commits the updates its actions derive from `state`.
+    pub fn serving(inner: &'a dyn Catalog, table: &Table, state: Table) -> PinnedCatalog<'a> {
+        PinnedCatalog {
+            serves: Some(state),
+            ..PinnedCatalog::on(inner, table)
         }
     }
 }
@@ -101,7 +120,10 @@ impl Catalog for PinnedCatalog<'_> {
     }
 
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
-        self.inner.load_table(table).await
+        match &self.serves {
+            Some(state) if state.identifier() == table => Ok(state.clone()),
+            _ => self.inner.load_table(table).await,
+        }
     }
 
     async fn drop_table(&self, table: &TableIdent) -> Result<()> {

@@ -1,8 +1,9 @@
 //! Commit: one Iceberg commit for all of a run's Silver rows (DESIGN.md
 //! invariant 4). It takes only a [`Balanced`] run. The snapshot's properties
-//! carry the run key and the counts ([`SnapshotRecord`]), so the table's
-//! history tells what each run did; the run ledger entry written in the same
-//! commit is how a rerun knows it has nothing to do (see [`crate::infra::append`]).
+//! carry the run key, the counts and any schema evolution the run committed
+//! before ([`SnapshotRecord`]), so the table's history tells what each run
+//! did; the run ledger entry written in the same commit is how a rerun knows
+//! it has nothing to do (see [`crate::infra::append`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, JudgedOn, RunAppend, append_for_run};
 use crate::infra::catalog::table_ident;
+use crate::infra::evolve::SchemaEvolution;
 use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::pipeline::balance::Balanced;
 use crate::stage::Stage;
@@ -38,6 +40,8 @@ pub struct RunIdentity<'a> {
     pub rules_fingerprint: &'a str,
     /// What the run's baseline saw of Silver, checked again at each attempt.
     pub judged_on: JudgedOn,
+    /// What the contract changed in Silver's schema as the run opened it.
+    pub schema_evolution: Option<&'a SchemaEvolution>,
 }
 
 /// What a commit attempt leaves the run to do.
@@ -68,6 +72,7 @@ pub(super) async fn commit_run(
         place: &place,
         rules_fingerprint: &summary.rules_fingerprint,
         judged_on,
+        schema_evolution: context.evolution.as_ref(),
     };
     let contributor = &context.drop.contributor;
     let committed = commit_silver(
@@ -166,9 +171,15 @@ pub struct SnapshotRecord {
     pub dropped: u64,
     /// Rows pending.
     pub pending: u64,
+    /// The schema evolution the run committed before its rows, as text
+    /// (`schema 0 -> 1: add column ...`).
+    pub schema_evolution: Option<String>,
 }
 
 const RULES_PROPERTY: &str = "silverline.rules-fingerprint";
+
+/// The snapshot property of [`SnapshotRecord::schema_evolution`].
+pub const SCHEMA_EVOLUTION_PROPERTY: &str = "silverline.schema-evolution";
 
 impl SnapshotRecord {
     /// The record of a balanced run.
@@ -182,6 +193,7 @@ impl SnapshotRecord {
             quarantined: balanced.set_aside(SetAside::Quarantine),
             dropped: balanced.set_aside(SetAside::Dropped),
             pending: balanced.set_aside(SetAside::Pending),
+            schema_evolution: run.schema_evolution.map(ToString::to_string),
         }
     }
 
@@ -205,6 +217,9 @@ impl SnapshotRecord {
         properties.insert(RUN_KEY_PROPERTY.to_string(), self.run_key.clone());
         properties.insert(RUN_ID_PROPERTY.to_string(), self.run_id.clone());
         properties.insert(RULES_PROPERTY.to_string(), self.rules_fingerprint.clone());
+        if let Some(evolution) = &self.schema_evolution {
+            properties.insert(SCHEMA_EVOLUTION_PROPERTY.to_string(), evolution.clone());
+        }
         properties
     }
 
@@ -226,6 +241,7 @@ impl SnapshotRecord {
             quarantined: count("quarantined"),
             dropped: count("dropped"),
             pending: count("pending"),
+            schema_evolution: properties.get(SCHEMA_EVOLUTION_PROPERTY).cloned(),
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::infra::catalog::{
     connect, connect_for_dry_run, load_or_create_silver, load_silver_if_any, table_creation,
     table_ident,
 };
+use crate::infra::evolve::{EvolvedTable, SchemaEvolution};
 use crate::infra::storage::{Location, Stores};
 
 /// The run's connections and table, opened once.
@@ -29,12 +30,17 @@ pub(crate) struct Context<'a> {
     pub(crate) dq_out: Location,
     pub(crate) catalog: Arc<dyn Catalog>,
     /// Silver; for a dry run as it is, never created nor altered: a table
-    /// not there yet is an empty one in memory (invariant 12).
+    /// not there yet is an empty one in memory, a schema the contract
+    /// evolves is evolved in memory only (invariant 12).
     pub(crate) silver: Table,
+    /// What the contract changed in Silver's schema as the run opened it
+    /// (for a dry run: would change).
+    pub(crate) evolution: Option<SchemaEvolution>,
 }
 
-/// Opens everything a run of `drop` needs; a dry run's dq_error writes go to
-/// a scratch store, and it creates no catalog, namespace or table and sets no
+/// Opens everything a run of `drop` needs, evolving Silver's schema to the
+/// contract's; a dry run's dq_error writes go to a scratch store, and it
+/// creates no catalog, namespace or table, changes no schema and sets no
 /// table property.
 pub(super) async fn open<'a>(
     plan: &'a Plan,
@@ -49,11 +55,14 @@ pub(super) async fn open<'a>(
     } else {
         dq_error.clone()
     };
-    let (catalog, silver) = if dry_run {
+    let (catalog, EvolvedTable { table, evolution }) = if dry_run {
         let catalog = connect_for_dry_run(&plan.catalog, &stores).await?;
         let silver = match load_silver_if_any(catalog.as_ref(), plan).await? {
             Some(silver) => silver,
-            None => empty_silver(plan)?,
+            None => EvolvedTable {
+                table: empty_silver(plan)?,
+                evolution: None,
+            },
         };
         (catalog, silver)
     } else {
@@ -69,7 +78,8 @@ pub(super) async fn open<'a>(
         dq_error,
         dq_out,
         catalog,
-        silver,
+        silver: table,
+        evolution,
     })
 }
 

@@ -103,6 +103,7 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
     }
     let mut summary = Summary::new(plan, drop, contributor_type, &rules);
     let context = context::open(plan, drop, options.dry_run).await?;
+    summary.schema_evolution = context.evolution.clone();
     // The references' keys do not depend on the drop: they load while the
     // drop is fetched, fingerprinted and read.
     let references = Background::spawn(

@@ -16,6 +16,7 @@ use crate::config::rules::{Rule, rules_fingerprint};
 use crate::core::counts::Counts;
 use crate::core::drop::DropRef;
 use crate::infra::catalog::table_ident;
+use crate::infra::evolve::SchemaEvolution;
 use crate::pipeline::evaluate::aggregate::PeriodReport;
 use crate::stage::Stage;
 
@@ -52,7 +53,8 @@ pub struct BaselineCoverage {
     pub rows_with_baseline: u64,
     /// Rows without one (their trend checks are skipped).
     pub rows_without_baseline: u64,
-    /// Trend checks skipped for want of history, over all trend rules.
+    /// Trend checks skipped for want of history (no previous state, or no
+    /// previous value of an optional column the rule reads), over all trend rules.
     pub trend_checks_skipped: u64,
 }
 
@@ -108,6 +110,10 @@ pub struct Summary {
     /// read) and missing nullable columns (read as null).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schema_drift: Vec<SchemaDrift>,
+    /// What the contract changed in Silver's schema as the run opened it:
+    /// committed before the run's rows (a dry run: what a run would change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_evolution: Option<SchemaEvolution>,
     /// Why the run failed.
     pub error: Option<String>,
 }
@@ -138,6 +144,7 @@ impl Summary {
             backlog: None,
             judgements: 0,
             schema_drift: Vec::new(),
+            schema_evolution: None,
             error: None,
         }
     }

@@ -1,5 +1,5 @@
-//! pyiceberg, another engine, reading (or maintaining) our tables on the local
-//! stack through the REST catalog.
+//! pyiceberg, another engine, reading (or maintaining) our tables: on the
+//! local stack through the REST catalog, or from a metadata file.
 
 use silverline::demo::Workspace;
 
@@ -7,11 +7,7 @@ use silverline::demo::Workspace;
 /// is Silver; `extra` arguments follow the namespace and table name in
 /// `sys.argv`. Returns what the script printed, as JSON.
 pub fn run(ws: &Workspace, script: &str, extra: &[&str]) -> serde_json::Value {
-    let python = std::env::var("SILVERLINE_PYTHON").expect(
-        "SILVERLINE_PYTHON (a python with pyiceberg) is not set: run bash localstack/test.sh",
-    );
     let preamble = r#"
-import json, os, sys
 from pyiceberg.catalog import load_catalog
 e = os.environ
 catalog = load_catalog("t", type="rest", uri=e["SILVERLINE_REST_URI"], warehouse=e["SILVERLINE_WAREHOUSE"],
@@ -20,10 +16,24 @@ catalog = load_catalog("t", type="rest", uri=e["SILVERLINE_REST_URI"], warehouse
     "s3.region": "us-east-1", "s3.path-style-access": "true"})
 table = catalog.load_table((sys.argv[1], sys.argv[2]))
 "#;
+    let mut args = vec![
+        ws.plan.table.namespace.as_str(),
+        ws.plan.table.name.as_str(),
+    ];
+    args.extend(extra);
+    python(&format!("{preamble}{script}"), &args)
+}
+
+/// Runs `script` with pyiceberg's python (`SILVERLINE_PYTHON`), after
+/// `import json, os, sys`, with `args` in `sys.argv`. Returns what the script
+/// printed, as JSON.
+pub fn python(script: &str, args: &[&str]) -> serde_json::Value {
+    let python = std::env::var("SILVERLINE_PYTHON").expect(
+        "SILVERLINE_PYTHON (a python with pyiceberg) is not set: run bash localstack/test.sh",
+    );
     let output = std::process::Command::new(python)
-        .args(["-c", &format!("{preamble}{script}")])
-        .args([&ws.plan.table.namespace, &ws.plan.table.name])
-        .args(extra)
+        .args(["-c", &format!("import json, os, sys\n{script}")])
+        .args(args)
         .output()
         .expect("pyiceberg's python runs");
     assert!(

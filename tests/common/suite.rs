@@ -4,10 +4,15 @@
 //! each through the one list of tests of [`suite_tests!`](crate::suite_tests).
 
 use chrono::NaiveDate;
+use silverline::config::Plan;
+use silverline::config::contract::{Column, ColumnType};
 use silverline::config::rules::Severity;
 use silverline::demo::Workspace;
 use silverline::demo::generate::{Portfolio, Statement, mis_map_limits, months, to_csv};
 use silverline::demo::scenarios::{NEWCOMER, ScenarioResult, run_all};
+use silverline::infra::catalog::{connect, table_ident};
+use silverline::infra::evolve::evolve;
+use silverline::infra::storage::Stores;
 use silverline::pipeline::summary::RunStatus;
 use silverline::pipeline::{CrashPoint, RunOptions, RunOutcome, TestHooks};
 use silverline::{Error, ErrorClass};
@@ -939,6 +944,19 @@ macro_rules! suite_tests {
                 .await;
             }
 
+            #[tokio::test]
+            $(#[$attr])*
+            async fn a_new_column_and_a_wider_type_evolve_silver() {
+                suite::a_new_column_and_a_wider_type_evolve_silver(&mut $make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn two_evolutions_at_once_commit_one_schema_update() {
+                suite::two_evolutions_at_once_commit_one_schema_update(&mut $make().await.ws)
+                    .await;
+            }
+
             /// Needs no backend: every `pub async fn` of `suite.rs` and
             /// `reliability.rs` that takes only a workspace is in the list above.
             #[test]
@@ -947,6 +965,89 @@ macro_rules! suite_tests {
             }
         }
     };
+}
+
+/// Contract v2 of the suite: `month_in_arrears` widened to long, and a
+/// nullable `risk_grade` added.
+fn evolve_contract(plan: &mut Plan) {
+    for column in plan.contract.columns.iter_mut() {
+        if column.name == "month_in_arrears" {
+            column.column_type = ColumnType::Long;
+        }
+    }
+    plan.contract.columns.push(Column {
+        name: "risk_grade".to_string(),
+        column_type: ColumnType::String,
+        nullable: true,
+        sensitive: false,
+    });
+}
+
+/// A contract that widens a type and adds a nullable column evolves Silver
+/// on the next run (its own commit, in the summary); the rows written
+/// before read the new column as null and the widened one as long.
+pub async fn a_new_column_and_a_wider_type_evolve_silver(ws: &mut Workspace) {
+    let mut bank = bank_with_history(ws, 10).await;
+    evolve_contract(&mut ws.plan);
+    let rows = bank.statements(month(2026, 1), false);
+    ws.put_drop("BANK_T", "2026-01", &rows).await.unwrap();
+    let outcome = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.counts.committed, 10);
+    let evolution = outcome.summary.schema_evolution.unwrap();
+    let changes: Vec<String> = evolution.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        changes,
+        [
+            "widen column month_in_arrears from int to long",
+            "add column risk_grade (string, optional)"
+        ]
+    );
+    // Loaded and checked against the evolved contract, names and types.
+    let table = silver_table(ws).await;
+    assert_eq!(
+        Some(table.metadata().current_schema_id()),
+        evolution.to_schema_id
+    );
+    let batches = silver_batches(ws).await;
+    let count: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let nulls: usize = batches
+        .iter()
+        .map(|b| b.column_by_name("risk_grade").unwrap().null_count())
+        .sum();
+    assert_eq!((count, nulls), (20, 20));
+    for batch in &batches {
+        let arrears = batch.column_by_name("month_in_arrears").unwrap();
+        assert_eq!(arrears.data_type(), &arrow::datatypes::DataType::Int64);
+    }
+}
+
+/// Two runs evolving Silver at once: one schema update commits, the other
+/// meets it, reloads the table and finds nothing left to do.
+pub async fn two_evolutions_at_once_commit_one_schema_update(ws: &mut Workspace) {
+    bank_with_history(ws, 5).await;
+    evolve_contract(&mut ws.plan);
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
+    let table = catalog
+        .load_table(&table_ident(&ws.plan.table))
+        .await
+        .unwrap();
+    let (first, second) = tokio::join!(
+        evolve(catalog.as_ref(), &ws.plan, table.clone()),
+        evolve(catalog.as_ref(), &ws.plan, table)
+    );
+    let evolved: Vec<_> = [first.unwrap(), second.unwrap()]
+        .into_iter()
+        .filter_map(|e| e.evolution)
+        .collect();
+    assert_eq!(evolved.len(), 1, "{evolved:?}");
+    let silver = silver_table(ws).await;
+    assert_eq!(silver.metadata().schemas_iter().count(), 2);
 }
 
 /// The check behind `the_list_names_every_shared_function`: each `pub async

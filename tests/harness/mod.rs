@@ -167,3 +167,51 @@ pub fn summaries(root: &Path) -> Vec<serde_json::Value> {
         .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
         .collect()
 }
+
+/// The summary of the run of `drop_id` (the only one).
+pub fn summary_of(root: &Path, drop_id: &str) -> serde_json::Value {
+    summaries(root)
+        .into_iter()
+        .find(|s| s["drop_id"] == drop_id)
+        .unwrap_or_else(|| panic!("no summary for {drop_id}"))
+}
+
+/// The counts of `rule` in `summary`.
+pub fn rule_outcome<'a>(summary: &'a serde_json::Value, rule: &str) -> &'a serde_json::Value {
+    summary["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == rule)
+        .unwrap_or_else(|| panic!("rule {rule} in {summary}"))
+}
+
+/// The file's records (header first), passed through `edit`, written back
+/// with `delimiter` to `to` (the file itself is removed).
+pub fn rewrite(file: &Path, to: &str, delimiter: u8, edit: impl Fn(&mut Vec<Vec<String>>)) {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_path(file)
+        .unwrap();
+    let mut records: Vec<Vec<String>> = reader
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect();
+    edit(&mut records);
+    let mut writer = csv::WriterBuilder::new()
+        .delimiter(delimiter)
+        .from_writer(Vec::new());
+    for record in &records {
+        writer.write_record(record).unwrap();
+    }
+    let bytes = writer.into_inner().unwrap();
+    std::fs::remove_file(file).unwrap();
+    std::fs::write(file.with_file_name(to), bytes).unwrap();
+}
+
+/// Appends a column `name` to `records` (header first), row `i` holding `value(i)`.
+pub fn add_column(records: &mut [Vec<String>], name: &str, value: impl Fn(usize) -> String) {
+    for (i, record) in records.iter_mut().enumerate() {
+        record.push(if i == 0 { name.to_string() } else { value(i) });
+    }
+}

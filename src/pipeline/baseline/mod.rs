@@ -32,6 +32,7 @@ use crate::config::rules::{Metric, Rule, Scope};
 use crate::core::keys::KeyIndex;
 use crate::core::sql::{new_session, quote, register_table, sql_string};
 use crate::error::{Error, Result};
+use crate::infra::evolve::read_with_current_schema;
 use crate::stage::Stage;
 use futures::TryStreamExt;
 
@@ -367,7 +368,9 @@ fn order_window(
     Ok(Some((from, to_date(max)?)))
 }
 
-/// Registers `silver` as the history source, or an empty table of the contract's shape before the first commit.
+/// Registers `silver` as the history source, read with its current schema
+/// (rows written before an evolution read the columns added since as null),
+/// or an empty table of the contract's shape before the first commit.
 pub(crate) async fn register_history_source(
     ctx: &SessionContext,
     contract: &Contract,
@@ -375,9 +378,10 @@ pub(crate) async fn register_history_source(
 ) -> Result<()> {
     let provider: Arc<dyn datafusion::catalog::TableProvider> =
         if silver.metadata().current_snapshot().is_some() {
-            let provider = IcebergStaticTableProvider::try_new_from_table(silver.clone())
-                .await
-                .map_err(Error::catalog("scan", silver.identifier().to_string()))?;
+            let provider =
+                IcebergStaticTableProvider::try_new_from_table(read_with_current_schema(silver)?)
+                    .await
+                    .map_err(Error::catalog("scan", silver.identifier().to_string()))?;
             Arc::new(provider)
         } else {
             let empty = MemTable::try_new(contract.arrow_schema(), vec![vec![]])

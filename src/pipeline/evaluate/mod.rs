@@ -9,7 +9,9 @@
 //! DataFusion ([`reference`] joins the reference tables first); aggregate
 //! rules are computed per period ([`aggregate`]) and folded into every row of
 //! their period. An outcome is 1 pass, 0 fail (false *or NULL*: an expression
-//! describes a valid row), 2 skipped for want of history, 3 not applicable
+//! describes a valid row), 2 skipped for want of history (no previous state,
+//! or no previous value of an optional column a trend rule reads: a state
+//! written before the column was added to the contract), 3 not applicable
 //! (outside the rule's filter). Escalation is decided once all rows are
 //! counted: past its rate, a rule acts with its escalated severity.
 
@@ -29,13 +31,15 @@ use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Plan;
+use crate::config::contract::Contract;
 use crate::config::plan::Reference;
 use crate::config::rules::{Rule, Scope, Severity};
+use crate::core::sql::quote;
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
 use crate::stage::Stage;
 use crate::transient::{
-    DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, with_columns,
+    DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, prev_column, with_columns,
 };
 use aggregate::{PeriodOutcomes, PeriodReport};
 use committed::CommittedPeriods;
@@ -105,7 +109,8 @@ pub struct RuleOutcome {
     pub passed: u64,
     /// Rows that failed.
     pub failed: u64,
-    /// Rows not checked because they had no previous state (or period).
+    /// Rows not checked because they had no previous state (or period), or
+    /// no previous value of an optional column the rule reads.
     pub skipped_no_baseline: u64,
     /// Rows outside the rule's filter.
     pub not_applicable: u64,
@@ -171,7 +176,7 @@ pub async fn evaluate_rules(
         ms = clock.elapsed().as_millis() as u64,
         "aggregates evaluated"
     );
-    let (batches, kept, sources) = row_outcomes(baselined, rules).await?;
+    let (batches, kept, sources) = row_outcomes(baselined, rules, &plan.contract).await?;
     tracing::debug!(
         ms = clock.elapsed().as_millis() as u64,
         "row rules evaluated"
@@ -198,6 +203,7 @@ pub async fn evaluate_rules(
 async fn row_outcomes(
     baselined: Baselined,
     rules: &[&Rule],
+    contract: &Contract,
 ) -> Result<(Vec<RecordBatch>, usize, Vec<OutcomeSource>)> {
     let frame = baselined.frame;
     let kept: Vec<String> = frame
@@ -218,7 +224,7 @@ async fn row_outcomes(
             sources.push(OutcomeSource::Column(exprs.len()));
             exprs.push(format!(
                 "{} AS \"_rule_{}\"",
-                outcome_sql(rule),
+                outcome_sql(rule, contract),
                 sources.len()
             ));
         }
@@ -226,7 +232,7 @@ async fn row_outcomes(
     let expr_refs: Vec<&str> = exprs.iter().map(String::as_str).collect();
     let batches = match collect_exprs(frame.clone(), &expr_refs).await {
         Ok(batches) => batches,
-        Err(source) => return Err(blame_row_rule(&frame, rules, source).await),
+        Err(source) => return Err(blame_row_rule(&frame, (rules, contract), source).await),
     };
     Ok((batches, kept.len(), sources))
 }
@@ -242,12 +248,12 @@ async fn collect_exprs(
 /// rule alone to name the one at fault; the engine's error if none fails alone.
 async fn blame_row_rule(
     frame: &datafusion::dataframe::DataFrame,
-    rules: &[&Rule],
+    (rules, contract): (&[&Rule], &Contract),
     together: datafusion::error::DataFusionError,
 ) -> Error {
     let checked = rules.iter().filter(|r| r.scope != Scope::Aggregate);
     for rule in checked {
-        let alone = format!("{} AS outcome", outcome_sql(rule));
+        let alone = format!("{} AS outcome", outcome_sql(rule, contract));
         if let Err(source) = collect_exprs(frame.clone(), &[alone.as_str()]).await {
             return rule_failure(&format!("rule '{}'", rule.name), source);
         }
@@ -268,8 +274,12 @@ pub(crate) fn rule_failure(subject: &str, source: datafusion::error::DataFusionE
     }
 }
 
-/// The outcome expression of one row or reference rule.
-fn outcome_sql(rule: &Rule) -> String {
+/// The outcome expression of one row or reference rule. A trend rule is
+/// skipped on a row without a previous state, and on one whose previous
+/// state has no value in an optional column the rule reads (a state written
+/// before the column was added to the contract, say): there is nothing to
+/// compare with.
+fn outcome_sql(rule: &Rule, contract: &Contract) -> String {
     let mut cases = Vec::new();
     if let Some(filter) = &rule.filter {
         cases.push(format!(
@@ -278,8 +288,14 @@ fn outcome_sql(rule: &Rule) -> String {
         ));
     }
     if rule.is_trend() {
+        let missing = rule
+            .prev_columns
+            .iter()
+            .filter(|c| contract.column(c).is_some_and(|c| c.nullable))
+            .map(|c| format!(" OR {} IS NULL", quote(&prev_column(c))));
         cases.push(format!(
-            "WHEN NOT \"{HAS_BASELINE}\" THEN {}",
+            "WHEN NOT \"{HAS_BASELINE}\"{} THEN {}",
+            missing.collect::<String>(),
             Outcome::Skipped.code()
         ));
     }
