@@ -1,6 +1,8 @@
 //! The exception table: append-only status events, partitioned by
 //! contributor, beside Silver in its namespace. Appends carry the run key as
 //! a snapshot property, like Silver commits, so a run records its events once.
+//! A table created before a column was added ([`ADDED_COLUMNS`]) gets it
+//! (optional: earlier events read it as empty) before its next append.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use iceberg::spec::{
     Datum, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
+use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, TableCreation};
 
 use super::{ExceptionEvent, ExceptionStatus};
@@ -31,7 +34,7 @@ use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::stage::Stage;
 
 /// The columns of the exception table, in order: (name, type, required).
-const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
+const COLUMNS: [(&str, PrimitiveType, bool); 17] = [
     ("exception_id", PrimitiveType::String, true),
     ("contributor", PrimitiveType::String, true),
     ("drop_id", PrimitiveType::String, true),
@@ -47,7 +50,13 @@ const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
     ("dq_file", PrimitiveType::String, false),
     ("entered_at", PrimitiveType::Timestamptz, true),
     ("event_at", PrimitiveType::Timestamptz, true),
+    ("actor", PrimitiveType::String, false),
+    ("note", PrimitiveType::String, false),
 ];
+
+/// Columns added after the table's first version: optional, and missing
+/// from a table created before them until its next append adds them.
+const ADDED_COLUMNS: [&str; 2] = ["actor", "note"];
 
 fn schema() -> iceberg::Result<Schema> {
     let fields = COLUMNS
@@ -100,6 +109,7 @@ pub async fn append_events(
     place: &RunPlace,
 ) -> Result<Committed> {
     let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
+    let table = with_every_column(catalog.as_ref(), table).await?;
     let batch = to_batch(&table, events)?;
     let data_files = write_silver_files(&table, &[batch], &place.run_id).await?;
     let append = RunAppend {
@@ -114,6 +124,52 @@ pub async fn append_events(
         judged_on: None,
     };
     append_for_run(catalog, table.identifier(), data_files, &append).await
+}
+
+/// The columns of [`COLUMNS`] that `table` lacks, with their types.
+fn missing_columns(table: &Table) -> Vec<(&'static str, PrimitiveType)> {
+    let schema = table.metadata().current_schema();
+    COLUMNS
+        .iter()
+        .filter(|(name, _, _)| schema.field_by_name(name).is_none())
+        .map(|(name, kind, _)| (*name, kind.clone()))
+        .collect()
+}
+
+/// `table` with every column of [`COLUMNS`]: a table created by an earlier
+/// version gets the columns added since, as optional columns. When the commit
+/// fails, the table is looked at again: a concurrent writer may have added them.
+async fn with_every_column(catalog: &dyn Catalog, table: Table) -> Result<Table> {
+    let missing = missing_columns(&table);
+    if missing.is_empty() {
+        return Ok(table);
+    }
+    let target = table.identifier().to_string();
+    let tx = Transaction::new(&table);
+    let update = missing
+        .iter()
+        .fold(tx.update_schema(), |update, (name, kind)| {
+            update.add_column(AddColumn::optional(name, Type::Primitive(kind.clone())))
+        });
+    let committed = match update.apply(tx) {
+        Ok(tx) => tx.commit(catalog).await,
+        Err(error) => Err(error),
+    };
+    let error = match committed {
+        Ok(table) => {
+            tracing::info!(table = %target, added = missing.len(), "exception store: added the columns of this version");
+            return Ok(table);
+        }
+        Err(error) => error,
+    };
+    let reloaded = catalog
+        .load_table(table.identifier())
+        .await
+        .map_err(Error::catalog("load-table", &target))?;
+    if missing_columns(&reloaded).is_empty() {
+        return Ok(reloaded);
+    }
+    Err(Error::catalog("update-schema", &target)(error))
 }
 
 /// Whether the events of `run_key` are in the table.
@@ -177,6 +233,8 @@ fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
         text(|e| e.dq_file.as_deref()),
         time(|e| e.entered_at),
         time(|e| e.event_at),
+        text(|e| e.actor.as_deref()),
+        text(|e| e.note.as_deref()),
     ];
     let columns = columns
         .iter()
@@ -195,13 +253,21 @@ fn column_as(batch: &RecordBatch, name: &str, kind: &DataType) -> Result<ArrayRe
     cast(column, kind).map_err(Error::arrow(Stage::Exceptions))
 }
 
+/// A text column of a scanned batch; None for an added column the table does not have yet.
+fn text_column(batch: &RecordBatch, name: &str) -> Result<Option<ArrayRef>> {
+    if ADDED_COLUMNS.contains(&name) && batch.column_by_name(name).is_none() {
+        return Ok(None);
+    }
+    column_as(batch, name, &DataType::Utf8).map(Some)
+}
+
 fn from_batch(batch: &RecordBatch) -> Result<Vec<ExceptionEvent>> {
-    let text_columns: Vec<ArrayRef> = COLUMNS
+    let text_columns: Vec<Option<ArrayRef>> = COLUMNS
         .iter()
-        .map(|(name, _, _)| column_as(batch, name, &DataType::Utf8))
+        .map(|(name, _, _)| text_column(batch, name))
         .collect::<Result<_>>()?;
     let text = |i: usize, row: usize| -> Option<String> {
-        let column = text_columns[i].as_string::<i32>();
+        let column = text_columns[i].as_ref()?.as_string::<i32>();
         column.is_valid(row).then(|| column.value(row).to_string())
     };
     let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
@@ -235,6 +301,8 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<ExceptionEvent>> {
                 dq_file: text(12, row),
                 entered_at: time(entered.value(row)),
                 event_at: time(event.value(row)),
+                actor: text(15, row),
+                note: text(16, row),
             })
         })
         .collect()
