@@ -16,7 +16,7 @@ use arrow::array::{Array, StringArray};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use common::{exception_events, silver_batches, silver_count, silver_table, workspace};
-use harness::{month, output, run_args, set_aside_values, silverline, summaries};
+use harness::{month, output, run_args, set_aside_values, silverline, summaries, walk};
 use silverline::demo::Workspace;
 use silverline::demo::generate::{Portfolio, Statement};
 use silverline::exceptions::ExceptionStatus;
@@ -196,7 +196,14 @@ async fn a_volume_drop_accepted_becomes_the_baseline_of_the_next_month() {
         "{text}"
     );
 
+    let kept_metrics = || walk(&ws.dir.join("data/dq_error/metrics/contributor=BANK_V")).len();
+    let kept_before = kept_metrics();
     let april = run(ws, "2026-04", &april_rows).await;
+    assert_eq!(
+        kept_metrics(),
+        kept_before + 1,
+        "March measured afresh (its files changed), January and February read back"
+    );
     assert_eq!(april["counts"]["committed"], 150, "{april}");
     assert_eq!(april["counts"]["quarantined"], 0, "{april}");
     assert_eq!(
@@ -343,10 +350,10 @@ async fn accepting_an_engine_rule_or_an_unknown_rule_is_refused() {
 }
 
 /// An exception store created before `actor` and `note` existed (emulated by
-/// dropping them) is still read (by `backlog`), and gets them back on its next
-/// append: the ignore's event keeps who and why, earlier events read them as empty.
+/// dropping them) gets them when silverline next loads it (here `backlog`):
+/// the ignore's event keeps who and why, earlier events read them as empty.
 #[tokio::test]
-async fn an_exception_store_without_actor_and_note_gets_them_on_its_next_append() {
+async fn an_exception_store_without_actor_and_note_gets_them_when_next_loaded() {
     use iceberg::transaction::{ApplyTransactionAction, Transaction};
     use silverline::exceptions::store::load_or_create_exceptions;
     use silverline::infra::catalog::connect;

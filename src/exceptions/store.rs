@@ -2,7 +2,7 @@
 //! contributor, beside Silver in its namespace. Appends carry the run key as
 //! a snapshot property, like Silver commits, so a run records its events once.
 //! A table created before a column was added ([`ADDED_COLUMNS`]) gets it
-//! (optional: earlier events read it as empty) before its next append.
+//! when it is next loaded (optional: earlier events read it as empty).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
-use iceberg::{Catalog, TableCreation};
+use iceberg::{Catalog, TableCreation, TableIdent};
 
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
@@ -54,8 +54,8 @@ const COLUMNS: [(&str, PrimitiveType, bool); 17] = [
     ("note", PrimitiveType::String, false),
 ];
 
-/// Columns added after the table's first version: optional, and missing
-/// from a table created before them until its next append adds them.
+/// Columns added after the table's first version (optional): a table
+/// created before them gets them when it is next loaded.
 const ADDED_COLUMNS: [&str; 2] = ["actor", "note"];
 
 fn schema() -> iceberg::Result<Schema> {
@@ -87,17 +87,21 @@ fn creation(plan: &Plan) -> iceberg::Result<TableCreation> {
         .build())
 }
 
-/// Loads the exception table, creating it on first use.
+/// Loads the exception table, creating it on first use; a table created by
+/// an earlier version first gets the columns added since ([`ADDED_COLUMNS`]).
 pub async fn load_or_create_exceptions(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = exceptions_ident(plan);
-    load_or_create_table(
-        catalog,
-        plan,
-        &ident,
-        &|| creation(plan),
-        "exceptions.table",
-    )
-    .await
+    let make = || creation(plan);
+    let load = || load_or_create_table(catalog, plan, &ident, &make, "exceptions.table");
+    let error = match load().await {
+        Err(error @ Error::ConfigInvalid { .. }) => error,
+        outcome => return outcome,
+    };
+    if add_missing_columns(catalog, &ident).await? {
+        load().await
+    } else {
+        Err(error)
+    }
 }
 
 /// Appends `events` in one snapshot for `run_key`, unless that run's events are already there.
@@ -109,7 +113,6 @@ pub async fn append_events(
     place: &RunPlace,
 ) -> Result<Committed> {
     let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
-    let table = with_every_column(catalog.as_ref(), table).await?;
     let batch = to_batch(&table, events)?;
     let data_files = write_silver_files(&table, &[batch], &place.run_id).await?;
     let append = RunAppend {
@@ -126,25 +129,46 @@ pub async fn append_events(
     append_for_run(catalog, table.identifier(), data_files, &append).await
 }
 
-/// The columns of [`COLUMNS`] that `table` lacks, with their types.
-fn missing_columns(table: &Table) -> Vec<(&'static str, PrimitiveType)> {
+/// The columns of [`ADDED_COLUMNS`] that `table` lacks, with their types,
+/// when it has every other column of [`COLUMNS`] in order (a table created by
+/// an earlier version); None for any other table.
+fn missing_columns(table: &Table) -> Option<Vec<(&'static str, PrimitiveType)>> {
     let schema = table.metadata().current_schema();
-    COLUMNS
+    let missing: Vec<(&'static str, PrimitiveType)> = COLUMNS
         .iter()
-        .filter(|(name, _, _)| schema.field_by_name(name).is_none())
+        .filter(|(name, _, _)| ADDED_COLUMNS.contains(name) && schema.field_by_name(name).is_none())
         .map(|(name, kind, _)| (*name, kind.clone()))
-        .collect()
+        .collect();
+    let has: Vec<&str> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    let others: Vec<&str> = COLUMNS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .filter(|name| missing.iter().all(|(m, _)| m != name))
+        .collect();
+    (has == others).then_some(missing)
 }
 
-/// `table` with every column of [`COLUMNS`]: a table created by an earlier
-/// version gets the columns added since, as optional columns. When the commit
+/// Adds to the table `ident` the columns of [`ADDED_COLUMNS`] it lacks, as
+/// optional columns; whether it had such columns to add. When the commit
 /// fails, the table is looked at again: a concurrent writer may have added them.
-async fn with_every_column(catalog: &dyn Catalog, table: Table) -> Result<Table> {
-    let missing = missing_columns(&table);
-    if missing.is_empty() {
-        return Ok(table);
-    }
-    let target = table.identifier().to_string();
+async fn add_missing_columns(catalog: &dyn Catalog, ident: &TableIdent) -> Result<bool> {
+    let target = ident.to_string();
+    let load = || async {
+        catalog
+            .load_table(ident)
+            .await
+            .map_err(Error::catalog("load-table", &target))
+    };
+    let table = load().await?;
+    let missing = match missing_columns(&table) {
+        Some(missing) if !missing.is_empty() => missing,
+        _ => return Ok(false),
+    };
     let tx = Transaction::new(&table);
     let update = missing
         .iter()
@@ -155,21 +179,16 @@ async fn with_every_column(catalog: &dyn Catalog, table: Table) -> Result<Table>
         Ok(tx) => tx.commit(catalog).await,
         Err(error) => Err(error),
     };
-    let error = match committed {
-        Ok(table) => {
-            tracing::info!(table = %target, added = missing.len(), "exception store: added the columns of this version");
-            return Ok(table);
+    match committed {
+        Ok(_) => {
+            tracing::info!(table = %target, added = missing.len(), "exception store: added the columns of this version")
         }
-        Err(error) => error,
-    };
-    let reloaded = catalog
-        .load_table(table.identifier())
-        .await
-        .map_err(Error::catalog("load-table", &target))?;
-    if missing_columns(&reloaded).is_empty() {
-        return Ok(reloaded);
+        Err(error) if missing_columns(&load().await?).is_some_and(|m| m.is_empty()) => {
+            tracing::info!(table = %target, error = %error, "exception store: another writer added the columns");
+        }
+        Err(error) => return Err(Error::catalog("update-schema", &target)(error)),
     }
-    Err(Error::catalog("update-schema", &target)(error))
+    Ok(true)
 }
 
 /// Whether the events of `run_key` are in the table.
@@ -253,21 +272,13 @@ fn column_as(batch: &RecordBatch, name: &str, kind: &DataType) -> Result<ArrayRe
     cast(column, kind).map_err(Error::arrow(Stage::Exceptions))
 }
 
-/// A text column of a scanned batch; None for an added column the table does not have yet.
-fn text_column(batch: &RecordBatch, name: &str) -> Result<Option<ArrayRef>> {
-    if ADDED_COLUMNS.contains(&name) && batch.column_by_name(name).is_none() {
-        return Ok(None);
-    }
-    column_as(batch, name, &DataType::Utf8).map(Some)
-}
-
 fn from_batch(batch: &RecordBatch) -> Result<Vec<ExceptionEvent>> {
-    let text_columns: Vec<Option<ArrayRef>> = COLUMNS
+    let text_columns: Vec<ArrayRef> = COLUMNS
         .iter()
-        .map(|(name, _, _)| text_column(batch, name))
+        .map(|(name, _, _)| column_as(batch, name, &DataType::Utf8))
         .collect::<Result<_>>()?;
     let text = |i: usize, row: usize| -> Option<String> {
-        let column = text_columns[i].as_ref()?.as_string::<i32>();
+        let column = text_columns[i].as_string::<i32>();
         column.is_valid(row).then(|| column.value(row).to_string())
     };
     let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
