@@ -44,6 +44,10 @@ async fn run(ws: &Workspace, drop_id: &str, rows: &[Statement]) -> serde_json::V
 }
 
 fn accept_args(ws: &Workspace, drop_id: &str, rule: Option<&str>) -> Vec<String> {
+    accept_args_by(ws, drop_id, rule, BY)
+}
+
+fn accept_args_by(ws: &Workspace, drop_id: &str, rule: Option<&str>, by: &str) -> Vec<String> {
     let mut args = vec![
         "accept".to_string(),
         "--config".to_string(),
@@ -55,7 +59,7 @@ fn accept_args(ws: &Workspace, drop_id: &str, rule: Option<&str>) -> Vec<String>
         "--reason".to_string(),
         WHY.to_string(),
         "--by".to_string(),
-        BY.to_string(),
+        by.to_string(),
     ];
     if let Some(rule) = rule {
         args.extend(["--rule".to_string(), rule.to_string()]);
@@ -402,4 +406,53 @@ async fn an_exception_store_without_actor_and_note_gets_them_when_next_loaded() 
             .iter()
             .all(|e| e.actor.is_none() && e.note.is_none())
     );
+}
+
+/// An accept that dies right after its Silver commit, before its events, is
+/// completed by the next accept of the same rows: nothing is committed twice,
+/// and the exceptions close as accepted by whom the snapshot names, not by
+/// whoever ran the second accept.
+#[tokio::test]
+async fn an_accept_that_died_after_its_commit_is_completed_as_committed() {
+    use silverline::accept::{AcceptRequest, accept};
+    use silverline::core::drop::DropRef;
+    use silverline::exceptions::close::Decision;
+    use silverline::pipeline::{CrashPoint, RunOptions, TestHooks};
+
+    let tw = workspace().await;
+    let ws = &tw.ws;
+    three_quarantined(ws).await;
+    let before = silver_count(ws).await;
+    let request = AcceptRequest {
+        drop: DropRef::new("BANK_V", "2026-02").unwrap(),
+        rule: Some("limit_stable".to_string()),
+        decision: Decision::new(BY, WHY).unwrap(),
+    };
+    let dying = RunOptions {
+        hooks: TestHooks {
+            crash_at: Some(CrashPoint::AfterCommit),
+            ..TestHooks::default()
+        },
+        ..RunOptions::default()
+    };
+    assert!(accept(&ws.plan, &request, &dying).await.is_err());
+    assert_eq!(silver_count(ws).await, before + 3);
+    let accepted = |events: &[silverline::exceptions::ExceptionEvent]| {
+        events
+            .iter()
+            .filter(|e| e.status == ExceptionStatus::Accepted)
+            .map(|e| e.actor.clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    assert!(accepted(&exception_events(ws).await).is_empty());
+
+    let args = accept_args_by(ws, "2026-02", Some("limit_stable"), "someone.else");
+    let completed = silverline(&args).success();
+    assert!(
+        output(&completed).contains("was already committed"),
+        "{}",
+        output(&completed)
+    );
+    assert_eq!(silver_count(ws).await, before + 3);
+    assert_eq!(accepted(&exception_events(ws).await), vec![BY; 3]);
 }
