@@ -63,7 +63,7 @@ pub struct AcceptRequest {
 pub enum LeftOpen {
     /// Set aside by this engine rule, or because it did not parse: never accepted.
     Invariant(String),
-    /// Set aside also by this rule, which was not accepted.
+    /// Set aside by this rule, which the acceptance does not cover.
     OtherRule(String),
 }
 
@@ -75,7 +75,10 @@ impl std::fmt::Display for LeftOpen {
                 "set aside by {rule}, which guards Silver's keys and contract: never accepted"
             ),
             LeftOpen::OtherRule(rule) => {
-                write!(f, "set aside also by {rule}, which was not accepted")
+                write!(
+                    f,
+                    "set aside by {rule}, which this acceptance does not cover"
+                )
             }
         }
     }
@@ -252,7 +255,7 @@ impl AcceptOutcome {
             .collect();
         let Some(run) = &self.run else {
             lines.push(format!(
-                "nothing to accept for {drop} ({rule}): no open exception of it can be ({} already closed)",
+                "nothing to accept for {drop} ({rule}): no open exception of it may be accepted ({} already closed)",
                 self.closed
             ));
             return lines;
@@ -269,7 +272,7 @@ impl AcceptOutcome {
                 summary.drop_id
             ),
             _ => format!(
-                "{drop} ({rule}), accepted by {}: {} exception(s) run as drop {}; {} committed to Silver in snapshot {} and closed as accepted, {} set aside again by the engine's rules (left open with those reasons)",
+                "{drop} ({rule}), accepted by {}: {} exception(s) run as drop {}; {} committed to Silver in snapshot {} and closed as accepted, {} set aside again by the engine's rules (still open)",
                 request.decision.by(),
                 self.accepted,
                 summary.drop_id,
