@@ -359,21 +359,10 @@ async fn accept_drop(
 async fn ignore_exceptions(config: &Path, ids: &[String], decision: &Decision) -> Result<u8> {
     let plan = load_plan(config)?;
     let outcome = ignore(&plan, ids, decision).await?;
-    for (id, status) in &outcome.already_closed {
-        println!(
-            "exception {id} is already {}: left as it is",
-            status.as_str()
-        );
-    }
-    match outcome.ignored.as_slice() {
-        [] => println!("nothing ignored: every exception named is already closed"),
-        ids => println!(
-            "ignored {} exception(s) by {}: {}",
-            ids.len(),
-            decision.by(),
-            ids.join(" ")
-        ),
-    }
+    outcome
+        .describe(decision)
+        .iter()
+        .for_each(|line| println!("{line}"));
     Ok(0)
 }
 

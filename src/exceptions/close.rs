@@ -165,6 +165,32 @@ pub struct IgnoreOutcome {
     pub already_closed: Vec<(String, ExceptionStatus)>,
 }
 
+impl IgnoreOutcome {
+    /// What `exceptions ignore` did, for a person, one line each.
+    pub fn describe(&self, decision: &Decision) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .already_closed
+            .iter()
+            .map(|(id, status)| {
+                format!(
+                    "exception {id} is already {}: left as it is",
+                    status.as_str()
+                )
+            })
+            .collect();
+        lines.push(match self.ignored.as_slice() {
+            [] => "nothing ignored: every exception named is already closed".to_string(),
+            ids => format!(
+                "ignored {} exception(s) by {}: {}",
+                ids.len(),
+                decision.by,
+                ids.join(" ")
+            ),
+        });
+        lines
+    }
+}
+
 /// Closes the open exceptions among `ids` as ignored, in one append to the
 /// exception store; an id already closed is left as it is. An id the store
 /// does not know is a usage error naming it, and nothing is recorded.
