@@ -456,3 +456,79 @@ async fn an_accept_that_died_after_its_commit_is_completed_as_committed() {
     assert_eq!(silver_count(ws).await, before + 3);
     assert_eq!(accepted(&exception_events(ws).await), vec![BY; 3]);
 }
+
+/// Two accepts of the same rows at once commit them once: one commits and
+/// records the accepted events, the other adds nothing (it finds the winner's
+/// run key at its claim or at its commit).
+#[tokio::test]
+async fn two_accepts_of_the_same_rows_at_once_commit_them_once() {
+    use silverline::accept::{AcceptRequest, accept};
+    use silverline::core::drop::DropRef;
+    use silverline::exceptions::close::Decision;
+    use silverline::pipeline::RunOptions;
+    use silverline::pipeline::summary::RunStatus;
+
+    let tw = workspace().await;
+    let ws = &tw.ws;
+    three_quarantined(ws).await;
+    let before = silver_count(ws).await;
+    let request = AcceptRequest {
+        drop: DropRef::new("BANK_V", "2026-02").unwrap(),
+        rule: None,
+        decision: Decision::new(BY, WHY).unwrap(),
+    };
+    let options = RunOptions::default();
+    let (a, b) = futures::join!(
+        accept(&ws.plan, &request, &options),
+        accept(&ws.plan, &request, &options)
+    );
+    let statuses: Vec<RunStatus> = [a.unwrap(), b.unwrap()]
+        .iter()
+        .map(|o| o.run.as_ref().unwrap().summary.status)
+        .collect();
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == RunStatus::Committed)
+            .count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().any(|s| matches!(
+            s,
+            RunStatus::CommittedConcurrently | RunStatus::AlreadyCommitted
+        )),
+        "{statuses:?}"
+    );
+    assert_eq!(silver_count(ws).await, before + 3);
+    let accepted = exception_events(ws)
+        .await
+        .into_iter()
+        .filter(|e| e.status == ExceptionStatus::Accepted)
+        .count();
+    assert_eq!(accepted, 3);
+}
+
+/// With `quarantine.mask_sensitive`, the rows set aside cannot be read back
+/// as they were judged: accept refuses (exit 2) and commits nothing.
+#[tokio::test]
+async fn accept_refuses_masked_rows() {
+    let tw = workspace().await;
+    let ws = &tw.ws;
+    three_quarantined(ws).await;
+    let before = silver_count(ws).await;
+    let refused = assert_cmd::Command::cargo_bin("silverline")
+        .unwrap()
+        .args(["--log-format", "text"])
+        .args(accept_args(ws, "2026-02", Some("limit_stable")))
+        .env("SILVERLINE__QUARANTINE__MASK_SENSITIVE", "true")
+        .assert()
+        .code(2);
+    assert!(
+        output(&refused).contains("quarantine.mask_sensitive"),
+        "{}",
+        output(&refused)
+    );
+    assert_eq!(silver_count(ws).await, before);
+}
