@@ -4,12 +4,14 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
+use crate::accept::{AcceptRequest, accept};
 use crate::config::load_plan;
 use crate::core::drop::DropRef;
 use crate::error::Result;
 use crate::infra::catalog::{SilverCheck, check_silver, table_ident};
+use crate::exceptions::close::{Decision, ignore};
 use crate::pipeline::summary::RunStatus;
-use crate::pipeline::{RunOptions, run as run_drop};
+use crate::pipeline::{RunOptions, RunOutcome, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};
 use crate::report::gather::{Gather, gather};
 use crate::report::html::{check_out_dir, write_report};
@@ -81,6 +83,35 @@ pub enum Command {
         /// Also replay quarantined exceptions that have a corrected row.
         #[arg(long)]
         include_quarantined: bool,
+    },
+    /// Commit the rows a drop's runs set aside, as judged, when what a rule caught is legitimate
+    /// (a portfolio sold, say): for one rule or for every rule. Rows set aside by a key
+    /// invariant or that did not parse are never accepted. Records who and why.
+    Accept {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Contributor id.
+        #[arg(long)]
+        contributor: String,
+        /// The drop whose set-aside rows are accepted.
+        #[arg(long = "drop")]
+        drop_id: String,
+        /// Accept only this rule's verdicts (a row set aside by another rule too stays open).
+        #[arg(long)]
+        rule: Option<String>,
+        /// Why the change is legitimate (kept with each exception and in the snapshot).
+        #[arg(long)]
+        reason: String,
+        /// Who accepts it.
+        #[arg(long)]
+        by: String,
+    },
+    /// Act on exceptions by hand.
+    Exceptions {
+        /// What to do.
+        #[command(subcommand)]
+        command: ExceptionsCommand,
     },
     /// Print the exception backlog: open exceptions by contributor and rule, their age,
     /// entries and exits in the last 7 and 30 days, stale ones.
@@ -168,6 +199,27 @@ pub enum Command {
     },
 }
 
+/// `silverline exceptions` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ExceptionsCommand {
+    /// Close exceptions for good, as ignored, with who and why. An exception already closed is
+    /// left as it is; an unknown id is refused (exit 2) and nothing is recorded.
+    Ignore {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Exception id (the `_exception_id` column of a dq_error file); repeat for several.
+        #[arg(long = "id", required = true)]
+        ids: Vec<String>,
+        /// Why they are ignored.
+        #[arg(long)]
+        reason: String,
+        /// Who ignores them.
+        #[arg(long)]
+        by: String,
+    },
+}
+
 /// Exit code of a run that found, at commit time, that a concurrent run of the
 /// same drop had committed it: nothing was added (see README, exit codes).
 pub const EXIT_COMMITTED_CONCURRENTLY: u8 = 4;
@@ -186,6 +238,26 @@ pub async fn run(cli: Cli) -> Result<u8> {
             contributor,
             include_quarantined,
         } => replay_open(&config, &contributor, include_quarantined).await,
+        Command::Accept {
+            config,
+            contributor,
+            drop_id,
+            rule,
+            reason,
+            by,
+        } => {
+            let decision = Decision::new(&by, &reason)?;
+            accept_drop(&config, (&contributor, &drop_id), rule, decision).await
+        }
+        Command::Exceptions {
+            command:
+                ExceptionsCommand::Ignore {
+                    config,
+                    ids,
+                    reason,
+                    by,
+                },
+        } => ignore_exceptions(&config, &ids, &Decision::new(&by, &reason)?).await,
         Command::Maintain {
             config,
             older_than_days,
@@ -259,6 +331,42 @@ async fn replay_open(config: &Path, contributor: &str, include_quarantined: bool
     let outcome = replay(&plan, contributor, &options).await?;
     print_replay(contributor, &outcome);
     Ok(replay_exit_code(&outcome))
+}
+
+/// `silverline accept`.
+async fn accept_drop(
+    config: &Path,
+    (contributor, drop_id): (&str, &str),
+    rule: Option<String>,
+    decision: Decision,
+) -> Result<u8> {
+    let plan = load_plan(config)?;
+    let request = AcceptRequest {
+        drop: DropRef::new(contributor, drop_id)?,
+        rule,
+        decision,
+    };
+    let options = RunOptions {
+        progress: on_terminal(),
+        ..RunOptions::default()
+    };
+    let outcome = accept(&plan, &request, &options).await?;
+    outcome
+        .describe(&request)
+        .iter()
+        .for_each(|line| println!("{line}"));
+    Ok(lost_race_exit_code(outcome.run.as_ref()))
+}
+
+/// `silverline exceptions ignore`.
+async fn ignore_exceptions(config: &Path, ids: &[String], decision: &Decision) -> Result<u8> {
+    let plan = load_plan(config)?;
+    let outcome = ignore(&plan, ids, decision).await?;
+    outcome
+        .describe(decision)
+        .iter()
+        .for_each(|line| println!("{line}"));
+    Ok(0)
 }
 
 /// `silverline maintain`.
@@ -459,10 +567,12 @@ fn print_outcome(summary: &crate::pipeline::summary::Summary, summary_url: Optio
 /// The exit code of a replay: like `run`, 4 when a concurrent replay of the
 /// same rows committed them while this one ran (this one resolved nothing).
 pub fn replay_exit_code(outcome: &ReplayOutcome) -> u8 {
-    let lost = outcome
-        .run
-        .as_ref()
-        .is_some_and(|run| run.summary.status == RunStatus::CommittedConcurrently);
+    lost_race_exit_code(outcome.run.as_ref())
+}
+
+/// 4 when a concurrent run of the same drop committed it while `run` ran, else 0.
+fn lost_race_exit_code(run: Option<&RunOutcome>) -> u8 {
+    let lost = run.is_some_and(|run| run.summary.status == RunStatus::CommittedConcurrently);
     if lost { EXIT_COMMITTED_CONCURRENTLY } else { 0 }
 }
 

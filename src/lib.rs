@@ -15,7 +15,7 @@
 //! ```text
 //!  cli                                         the command line
 //!  bench                                       the benchmark
-//!  replay  backfill  maintain  demo            what people run around the pipeline
+//!  replay  accept  backfill  maintain  demo    what people run around the pipeline
 //!  pipeline                                    one module per stage of a run
 //!  report                                      backlog text and the HTML report
 //!  exceptions                                  the exception store and its backlog
@@ -27,6 +27,7 @@
 
 #![deny(missing_docs)]
 
+pub mod accept;
 pub mod backfill;
 pub mod bench;
 pub mod cli;

@@ -14,7 +14,8 @@
 //! Only open exceptions are replayed, so nothing is resolved twice. The drop
 //! id hashes the rows and the run that last judged each one: replaying again
 //! after a crash resumes the same run, and a replay with nothing open does
-//! nothing.
+//! nothing. `silverline accept` builds its drop the same way
+//! ([`put_replay_drop`]), from the rows of the dq_error files.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -22,6 +23,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Plan;
 use crate::core::drop::DropRef;
+use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::backlog::states;
 use crate::exceptions::record::{CarriedException, REPLAY_MANIFEST, manifest_csv};
@@ -32,8 +34,8 @@ use crate::infra::storage::{Location, Stores};
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use crate::transient::EXCEPTION_ID;
 
-/// The data file of a replay drop.
-pub const REPLAY_FILE: &str = "replay.csv";
+/// The name of a replay drop (`replay-<hash>`) and of its data file (`replay.csv`).
+pub const REPLAY: &str = "replay";
 
 /// What to replay.
 #[derive(Debug, Clone, Default)]
@@ -56,9 +58,11 @@ pub struct ReplayOutcome {
 }
 
 /// A row to replay: the exception it is and its values by column.
-struct ReplayRow<'a> {
-    exception: &'a ExceptionEvent,
-    values: HashMap<String, String>,
+pub(crate) struct ReplayRow<'a> {
+    /// The exception's latest event.
+    pub(crate) exception: &'a ExceptionEvent,
+    /// The row's values by column, as in its dq_error file.
+    pub(crate) values: HashMap<String, String>,
 }
 
 /// The folder of a contributor's corrected rows, under the dq_error root.
@@ -98,7 +102,7 @@ pub async fn replay(
             run: None,
         });
     }
-    let drop = put_replay_drop(plan, &bronze, contributor, &rows).await?;
+    let drop = put_replay_drop(plan, &bronze, (contributor, REPLAY), &rows).await?;
     tracing::info!(drop_id = %drop.drop_id, rows = rows.len(), "replaying");
     let mut run_options = options.run.clone();
     run_options.replay = true;
@@ -111,22 +115,28 @@ pub async fn replay(
 }
 
 /// A dq_error file named by an exception event, read back from the exception
-/// store: it must be a plain relative path of a pending file, or it steers no read.
-fn check_dq_file(file: &str, exception: Option<&str>) -> Result<()> {
+/// store: it must be a plain relative path of a file of one of `kinds`, or it
+/// steers no read.
+fn check_dq_file(file: &str, exception: Option<&str>, kinds: &[SetAside]) -> Result<()> {
     let plain = file
         .split('/')
         .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\\'))
         && !file.chars().any(char::is_control);
-    if plain && file.starts_with("pending/") {
+    let of_kind = kinds
+        .iter()
+        .any(|kind| file.starts_with(&format!("{}/", kind.kind())));
+    if plain && of_kind {
         return Ok(());
     }
+    let kinds: Vec<&str> = kinds.iter().map(|kind| kind.kind()).collect();
     Err(Error::BadRecord {
         location: format!(
             "exception {} in the exception store",
             exception.unwrap_or_default()
         ),
         reason: format!(
-            "it names dq_error file '{file}', which is not a pending file of a run: it was not written by silverline"
+            "it names dq_error file '{file}', which is not a {} file of a run: it was not written by silverline",
+            kinds.join(" or ")
         ),
     })
 }
@@ -137,21 +147,37 @@ async fn pending_rows<'a>(
     dq_error: &Location,
     open: &BTreeMap<&str, &'a ExceptionEvent>,
 ) -> Result<Vec<ReplayRow<'a>>> {
-    let mut by_file: BTreeMap<&str, Vec<&'a ExceptionEvent>> = BTreeMap::new();
-    for event in open.values() {
-        if let (ExceptionStatus::Pending, Some(file)) = (event.status, &event.dq_file) {
-            by_file.entry(file).or_default().push(event);
-        }
-    }
-    if !by_file.is_empty() && plan.mask_sensitive {
+    let pending: Vec<&'a ExceptionEvent> = open
+        .values()
+        .copied()
+        .filter(|e| e.status == ExceptionStatus::Pending && e.dq_file.is_some())
+        .collect();
+    if !pending.is_empty() && plan.mask_sensitive {
         return Err(Error::Usage {
             arg: "quarantine.mask_sensitive".to_string(),
             reason: "pending rows are replayed from their dq_error files, which mask sensitive columns: put the rows, unmasked, under the corrections folder and replay with --include-quarantined".to_string(),
         });
     }
+    dq_file_rows(dq_error, &pending, &[SetAside::Pending]).await
+}
+
+/// The rows of `exceptions` from the dq_error files (of one of `kinds`) their
+/// latest events name; an exception whose event names no file is left out.
+pub(crate) async fn dq_file_rows<'a>(
+    dq_error: &Location,
+    exceptions: &[&'a ExceptionEvent],
+    kinds: &[SetAside],
+) -> Result<Vec<ReplayRow<'a>>> {
+    let mut by_file: BTreeMap<&str, Vec<&'a ExceptionEvent>> = BTreeMap::new();
+    for event in exceptions.iter().copied() {
+        if let Some(file) = &event.dq_file {
+            by_file.entry(file).or_default().push(event);
+        }
+    }
     let mut rows = Vec::new();
     for (file, exceptions) in by_file {
-        check_dq_file(file, exceptions.first().map(|e| e.exception_id.as_str()))?;
+        let first = exceptions.first().map(|e| e.exception_id.as_str());
+        check_dq_file(file, first, kinds)?;
         let mut values = read_rows(dq_error, file).await?;
         for exception in exceptions {
             match values.remove(&exception.exception_id) {
@@ -242,14 +268,17 @@ async fn read_rows(
     Ok(rows)
 }
 
-/// Writes the replay drop (data file and manifest) and returns it.
-async fn put_replay_drop(
+/// Writes the drop `<name>-<hash>` of `contributor` (data file `<name>.csv`
+/// and manifest) holding `rows`, and returns it. The hash covers the rows and
+/// the run that last judged each: the same rows make the same drop.
+pub(crate) async fn put_replay_drop(
     plan: &Plan,
     bronze: &Location,
-    contributor: &str,
+    (contributor, name): (&str, &str),
     rows: &[ReplayRow<'_>],
 ) -> Result<DropRef> {
-    let (data, carried) = replay_file(plan, rows)?;
+    let file = format!("{name}.csv");
+    let (data, carried) = replay_file(plan, &file, rows)?;
     let mut hash = Sha256::new();
     hash.update(&data);
     for row in rows {
@@ -257,7 +286,7 @@ async fn put_replay_drop(
     }
     let drop = DropRef::new(
         contributor,
-        &format!("replay-{}", &hex::encode(hash.finalize())[..16]),
+        &format!("{name}-{}", &hex::encode(hash.finalize())[..16]),
     )?;
     bronze
         .put(
@@ -266,14 +295,18 @@ async fn put_replay_drop(
         )
         .await?;
     bronze
-        .put(&format!("{}/{REPLAY_FILE}", drop.prefix()), data)
+        .put(&format!("{}/{file}", drop.prefix()), data)
         .await?;
     Ok(drop)
 }
 
-/// The replay CSV (the contract's columns, rows in exception-id order) and the
-/// exception behind each of its lines.
-fn replay_file(plan: &Plan, rows: &[ReplayRow<'_>]) -> Result<(Vec<u8>, Vec<CarriedException>)> {
+/// The data file `file` (the contract's columns, rows in exception-id order)
+/// and the exception behind each of its lines.
+fn replay_file(
+    plan: &Plan,
+    file: &str,
+    rows: &[ReplayRow<'_>],
+) -> Result<(Vec<u8>, Vec<CarriedException>)> {
     let columns: Vec<&str> = plan.contract.column_names().collect();
     let mut ordered: Vec<&ReplayRow<'_>> = rows.iter().collect();
     ordered.sort_by(|a, b| a.exception.exception_id.cmp(&b.exception.exception_id));
@@ -293,7 +326,7 @@ fn replay_file(plan: &Plan, rows: &[ReplayRow<'_>]) -> Result<(Vec<u8>, Vec<Carr
             .collect();
         writer.write_record(&record).map_err(failed)?;
         carried.push(CarriedException {
-            file: REPLAY_FILE.to_string(),
+            file: file.to_string(),
             line,
             exception_id: row.exception.exception_id.clone(),
             drop_id: row.exception.drop_id.clone(),
@@ -314,7 +347,8 @@ mod tests {
     #[test]
     fn only_a_plain_pending_file_is_read_back() {
         let ok = "pending/date=2026-11-30/contributor=BANK_A/run=0123456789abcdef/part-00000.csv";
-        assert!(check_dq_file(ok, Some("e1")).is_ok());
+        let pending = [SetAside::Pending];
+        assert!(check_dq_file(ok, Some("e1"), &pending).is_ok());
         for bad in [
             "pending/../../etc/passwd",
             "/pending/x.csv",
@@ -322,8 +356,18 @@ mod tests {
             "pending//x.csv",
             "pending/x\u{1b}.csv",
         ] {
-            let error = check_dq_file(bad, Some("e1")).err().map(|e| e.to_string());
+            let error = check_dq_file(bad, Some("e1"), &pending)
+                .err()
+                .map(|e| e.to_string());
             assert!(error.is_some_and(|e| e.contains("exception e1")), "{bad}");
         }
+        let both = [SetAside::Quarantine, SetAside::Pending];
+        let quarantined =
+            "quarantine/date=2026-11-30/contributor=BANK_A/run=0123456789abcdef/part-00000.csv";
+        assert!(check_dq_file(quarantined, Some("e1"), &both).is_ok());
+        let dropped =
+            "dropped/date=2026-11-30/contributor=BANK_A/run=0123456789abcdef/part-00000.csv";
+        let error = check_dq_file(dropped, Some("e1"), &both).err();
+        assert!(error.is_some_and(|e| e.to_string().contains("quarantine or pending")));
     }
 }

@@ -50,6 +50,8 @@ fn figures(seed: u64) -> BacklogFigures {
         exited_7d: 7 + seed,
         entered_30d: 52 + seed,
         exited_30d: 38 + seed,
+        accepted: 21 + seed,
+        ignored: 5 + seed,
     }
 }
 
@@ -148,6 +150,8 @@ fn expected_figures(data: &ReportData) -> BTreeMap<(String, String), String> {
             ("exited_7d", b.exited_7d.to_string()),
             ("entered_30d", b.entered_30d.to_string()),
             ("exited_30d", b.exited_30d.to_string()),
+            ("accepted", b.accepted.to_string()),
+            ("ignored", b.ignored.to_string()),
         ] {
             want.insert((s.name.clone(), key.to_string()), value);
         }

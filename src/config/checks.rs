@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::config::contract::{Column, ColumnType, Contract};
-use crate::config::engine::{engine_rules, name_clash};
+use crate::config::engine::{NOT_NULL_RULE, engine_rules, name_clash};
 use crate::config::locations::{catalog_spec, resolve_location};
 use crate::config::plan::{
     ContributorTypes, ExceptionsSpec, PartitionTransform, Plan, Reference, ReferenceFormat,
@@ -585,9 +585,6 @@ fn check_references(
     }
     references
 }
-
-/// Name of the built-in rule that enforces the contract's not-null columns.
-pub const NOT_NULL_RULE: &str = "not_null";
 
 /// The contract's own rule: every column declared not null is present, so a
 /// row that would break Silver's required columns is quarantined, never written.

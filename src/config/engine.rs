@@ -24,6 +24,16 @@ pub const CONTRIBUTOR_RULE: &str = "contributor";
 /// The engine rules' names, in the order they run.
 pub const ENGINE_RULES: [&str; 3] = [UNIQUE_KEY_RULE, RESUBMISSION_RULE, CONTRIBUTOR_RULE];
 
+/// Name of the built-in rule that enforces the contract's not-null columns.
+pub const NOT_NULL_RULE: &str = "not_null";
+
+/// Whether `name` is a rule the engine adds (`not_null` and the key
+/// invariants): a row it sets aside would break Silver's contract or keys,
+/// so nobody can accept it into Silver.
+pub fn is_engine_rule(name: &str) -> bool {
+    name == NOT_NULL_RULE || ENGINE_RULES.contains(&name)
+}
+
 /// `[engine_rules]` as written: a severity per engine rule. Default: `quarantine` for each.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -3,8 +3,9 @@
 //!
 //! An exception *entered* when its first event put it in an open status
 //! (pending or quarantined); it *left* when its latest event closed it
-//! (resolved or ignored) after it had been open. Rows of a `drop` rule, ignored
-//! from the start, neither enter nor leave the backlog.
+//! (resolved, accepted or ignored) after it had been open. Rows of a `drop`
+//! rule, ignored from the start, neither enter nor leave the backlog. Closed
+//! exceptions a person accepted or ignored are counted apart.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -81,6 +82,11 @@ pub fn figures(
         figures.exited_7d += u64::from(within(state.exited_at(), 7));
         figures.exited_30d += u64::from(within(state.exited_at(), 30));
         if !state.is_open() {
+            match state.latest.status {
+                super::ExceptionStatus::Accepted => figures.accepted += 1,
+                super::ExceptionStatus::Ignored if state.was_open => figures.ignored += 1,
+                _ => {}
+            }
             continue;
         }
         figures.open += 1;
@@ -154,7 +160,9 @@ fn monday_of(day: NaiveDate) -> NaiveDate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exceptions::ExceptionStatus::{self, Ignored, Pending, Quarantined, Resolved};
+    use crate::exceptions::ExceptionStatus::{
+        self, Accepted, Ignored, Pending, Quarantined, Resolved,
+    };
 
     fn at(day: u32) -> DateTime<Utc> {
         // 2026-11-01 (a Sunday) is day 1.
@@ -187,17 +195,20 @@ mod tests {
             dq_file: None,
             entered_at: at(entered),
             event_at: at(day),
+            actor: None,
+            note: None,
         }
     }
 
-    /// Seven exceptions, judged on 2026-11-30 at noon:
+    /// Eight exceptions, judged on 2026-11-30 at noon:
     /// a: quarantined day 1, still open (29 days old);
     /// b: pending day 2, resolved day 25 (left within 7 days);
     /// c: quarantined day 26, open (4 days);
     /// d: pending day 10, re-judged pending day 20 (still open, 20 days);
     /// e: dropped day 28 (ignored from the start: neither enters nor leaves);
     /// f: quarantined day 5, ignored by a person day 12 (left within 30 days, not 7);
-    /// g: pending 2026-10-01 (60 days, stale at 30).
+    /// g: pending 2026-10-01 (60 days, stale at 30);
+    /// h: quarantined day 27, accepted by a person day 29 (left within 7 days).
     fn crafted() -> Vec<ExceptionEvent> {
         let mut g = event("g", "holder_exists", Pending, 1, 1);
         g.entered_at = at(1) - Duration::days(31);
@@ -213,6 +224,8 @@ mod tests {
             event("f", "amounts", Quarantined, 5, 5),
             event("f", "amounts", Ignored, 5, 12),
             g,
+            event("h", "volume", Quarantined, 27, 27),
+            event("h", "volume", Accepted, 27, 29),
         ]
     }
 
@@ -228,10 +241,12 @@ mod tests {
                 quarantined: 2, // a, c
                 stale: 1,       // g (60 days > 30); a is 29 days
                 oldest_age_days: Some(60),
-                entered_7d: 1,  // c (day 26); e never entered
-                exited_7d: 1,   // b (day 25)
-                entered_30d: 5, // a, b, c, d, f (g entered 60 days ago)
-                exited_30d: 2,  // b, f
+                entered_7d: 2,  // c (day 26), h (27); e never entered
+                exited_7d: 2,   // b (day 25), h (29)
+                entered_30d: 6, // a, b, c, d, f, h (g entered 60 days ago)
+                exited_30d: 3,  // b, f, h
+                accepted: 1,    // h
+                ignored: 1,     // f (e was dropped: ignored from the start)
             }
         );
     }
@@ -272,7 +287,7 @@ mod tests {
                 ("2026-11-02", 2, 0), // b (2), f (5)
                 ("2026-11-09", 1, 1), // d (10); f ignored (12)
                 ("2026-11-16", 0, 0),
-                ("2026-11-23", 1, 1), // c (26); b resolved (25)
+                ("2026-11-23", 2, 2), // c (26), h (27); b resolved (25), h accepted (29)
                 ("2026-11-30", 0, 0),
             ]
         );

@@ -34,6 +34,14 @@ pub struct BacklogFigures {
     pub entered_30d: u64,
     /// Exceptions that left in the last 30 days.
     pub exited_30d: u64,
+    /// Closed exceptions whose rows a person accepted (`silverline accept`):
+    /// committed to Silver as judged.
+    #[serde(default)]
+    pub accepted: u64,
+    /// Exceptions a person closed as ignored (`silverline exceptions ignore`);
+    /// rows of a `drop` rule, ignored from the start, are not counted.
+    #[serde(default)]
+    pub ignored: u64,
 }
 
 /// Open exceptions of one rule.

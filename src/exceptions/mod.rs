@@ -8,9 +8,12 @@
 //! ```text
 //!  run ──► dq_error CSVs ──► record: entry events ──► exceptions table ◄── backlog, report
 //!  replay ──► replay drop (+ _exceptions.csv) ──► run ──► resolved / fresh-reason events
+//!  accept ──► accept drop (+ _exceptions.csv) ──► run ──► accepted events (actor, note)
+//!  exceptions ignore ──────────────────────────────────► ignored events (actor, note)
 //! ```
 
 pub mod backlog;
+pub mod close;
 pub mod figures;
 pub mod record;
 pub mod store;
@@ -31,8 +34,12 @@ pub enum ExceptionStatus {
     Quarantined,
     /// Replayed and committed to Silver.
     Resolved,
-    /// Set aside for good (rows of a `drop` rule).
+    /// Set aside for good: rows of a `drop` rule, or closed by a person
+    /// (`silverline exceptions ignore`).
     Ignored,
+    /// Committed to Silver as judged, because a person accepted what the rule
+    /// caught as legitimate (`silverline accept`).
+    Accepted,
 }
 
 impl ExceptionStatus {
@@ -43,6 +50,7 @@ impl ExceptionStatus {
             ExceptionStatus::Quarantined => "quarantined",
             ExceptionStatus::Resolved => "resolved",
             ExceptionStatus::Ignored => "ignored",
+            ExceptionStatus::Accepted => "accepted",
         }
     }
 
@@ -53,6 +61,7 @@ impl ExceptionStatus {
             ExceptionStatus::Quarantined,
             ExceptionStatus::Resolved,
             ExceptionStatus::Ignored,
+            ExceptionStatus::Accepted,
         ]
         .into_iter()
         .find(|s| s.as_str() == text)
@@ -109,6 +118,10 @@ pub struct ExceptionEvent {
     pub entered_at: DateTime<Utc>,
     /// When this event happened.
     pub event_at: DateTime<Utc>,
+    /// Who closed the exception by hand (`accept`, `exceptions ignore`).
+    pub actor: Option<String>,
+    /// Why they did, in their words.
+    pub note: Option<String>,
 }
 
 /// The id of the exception for the row at `file:line` of a contributor's drop.
@@ -142,10 +155,17 @@ mod tests {
             ExceptionStatus::Quarantined,
             ExceptionStatus::Resolved,
             ExceptionStatus::Ignored,
+            ExceptionStatus::Accepted,
         ] {
             assert_eq!(ExceptionStatus::parse(status.as_str()), Some(status));
         }
         assert!(ExceptionStatus::Pending.is_open() && ExceptionStatus::Quarantined.is_open());
-        assert!(!ExceptionStatus::Resolved.is_open() && !ExceptionStatus::Ignored.is_open());
+        for closed in [
+            ExceptionStatus::Resolved,
+            ExceptionStatus::Ignored,
+            ExceptionStatus::Accepted,
+        ] {
+            assert!(!closed.is_open(), "{closed:?}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Recording a run's exceptions: one event per row the run set aside (read
 //! back from its dq_error files, which carry `_exception_id`), and a
-//! `resolved` event per replayed exception that reached Silver.
+//! `resolved` event per replayed exception that reached Silver (`accepted`,
+//! with who and why, for the rows of an acceptance).
 //!
 //! A replay drop carries, beside its data file, a manifest
 //! ([`REPLAY_MANIFEST`]) naming the exception behind each line; its rows keep
@@ -11,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::close::Closing;
 use super::{ExceptionEvent, ExceptionStatus, exception_id};
 use crate::config::contract::Contract;
 use crate::config::rules::Severity;
@@ -44,12 +46,14 @@ pub struct CarriedException {
 }
 
 /// The exception id of each row of a drop: carried by a replay manifest, or
-/// derived from contributor, drop, file and line.
+/// derived from contributor, drop, file and line; and how the carried
+/// exceptions close when their rows reach Silver.
 #[derive(Debug, Clone, Default)]
 pub struct ExceptionIds {
     contributor: String,
     drop_id: String,
     carried: HashMap<(String, u64), CarriedException>,
+    closing: Closing,
 }
 
 impl ExceptionIds {
@@ -62,7 +66,13 @@ impl ExceptionIds {
                 .into_iter()
                 .map(|c| ((c.file.clone(), c.line), c))
                 .collect(),
+            closing: Closing::Resolved,
         }
+    }
+
+    /// The same ids; carried exceptions that reach Silver close as `closing` says.
+    pub fn closing(self, closing: Closing) -> ExceptionIds {
+        ExceptionIds { closing, ..self }
     }
 
     /// The exception id of the row at `file:line`.
@@ -144,7 +154,7 @@ pub async fn run_events(
     }
     for (id, exception) in carried {
         if !set_aside_ids.contains(id) {
-            events.push(resolved_event(exception, run));
+            events.push(closing_event(exception, &ids.closing, run));
         }
     }
     Ok(events)
@@ -205,16 +215,25 @@ fn set_aside_event(
         entered_at: earlier.map_or(run.started_at, |c| c.entered_at),
         event_at: run.now,
         exception_id,
+        actor: None,
+        note: None,
     }
 }
 
-fn resolved_event(exception: &CarriedException, run: &RunRecord<'_>) -> ExceptionEvent {
+/// The event of a carried exception whose row reached Silver: resolved, or
+/// accepted with who and why.
+fn closing_event(
+    exception: &CarriedException,
+    closing: &Closing,
+    run: &RunRecord<'_>,
+) -> ExceptionEvent {
+    let decision = closing.decision();
     ExceptionEvent {
         exception_id: exception.exception_id.clone(),
         contributor: run.drop.contributor.clone(),
         drop_id: exception.drop_id.clone(),
         run_id: run.run_id.to_string(),
-        status: ExceptionStatus::Resolved,
+        status: closing.status(),
         rule: exception.rule.clone(),
         rules: exception.rule.clone(),
         severity: String::new(),
@@ -225,6 +244,8 @@ fn resolved_event(exception: &CarriedException, run: &RunRecord<'_>) -> Exceptio
         dq_file: None,
         entered_at: exception.entered_at,
         event_at: run.now,
+        actor: decision.map(|d| d.by().to_string()),
+        note: decision.map(|d| d.reason().to_string()),
     }
 }
 

@@ -1,6 +1,8 @@
 //! The exception table: append-only status events, partitioned by
 //! contributor, beside Silver in its namespace. Appends carry the run key as
 //! a snapshot property, like Silver commits, so a run records its events once.
+//! A table created before a column was added ([`ADDED_COLUMNS`]) gets it
+//! when it is next loaded (optional: earlier events read it as empty).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +19,8 @@ use iceberg::spec::{
     Datum, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
-use iceberg::{Catalog, TableCreation};
+use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, TableCreation, TableIdent};
 
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
@@ -33,7 +36,7 @@ use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::stage::Stage;
 
 /// The columns of the exception table, in order: (name, type, required).
-const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
+const COLUMNS: [(&str, PrimitiveType, bool); 17] = [
     ("exception_id", PrimitiveType::String, true),
     ("contributor", PrimitiveType::String, true),
     ("drop_id", PrimitiveType::String, true),
@@ -49,7 +52,13 @@ const COLUMNS: [(&str, PrimitiveType, bool); 15] = [
     ("dq_file", PrimitiveType::String, false),
     ("entered_at", PrimitiveType::Timestamptz, true),
     ("event_at", PrimitiveType::Timestamptz, true),
+    ("actor", PrimitiveType::String, false),
+    ("note", PrimitiveType::String, false),
 ];
+
+/// Columns added after the table's first version (optional): a table
+/// created before them gets them when it is next loaded.
+const ADDED_COLUMNS: [&str; 2] = ["actor", "note"];
 
 fn schema() -> iceberg::Result<Schema> {
     let fields = COLUMNS
@@ -80,17 +89,27 @@ fn creation(plan: &Plan) -> iceberg::Result<TableCreation> {
         .build())
 }
 
-/// Loads the exception table, creating it on first use.
+/// Loads the exception table, creating it on first use; a table created by
+/// an earlier version first gets the columns added since ([`ADDED_COLUMNS`]).
 pub async fn load_or_create_exceptions(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = exceptions_ident(plan);
-    load_or_create_table(
-        catalog,
-        plan,
-        &ident,
-        &|| creation(plan),
-        Columns::Exactly("exceptions.table"),
-    )
-    .await
+    let make = || creation(plan);
+    let load = || load_or_create_table(
+            catalog,
+            plan,
+            &ident,
+            &make,
+            Columns::Exactly("exceptions.table"),
+        );
+    let error = match load().await {
+        Err(error @ Error::ConfigInvalid { .. }) => error,
+        outcome => return outcome,
+    };
+    if add_missing_columns(catalog, &ident).await? {
+        load().await
+    } else {
+        Err(error)
+    }
 }
 
 /// Appends `events` in one snapshot for `run_key`, unless that run's events are already there.
@@ -116,6 +135,68 @@ pub async fn append_events(
         judged_on: None,
     };
     append_for_run(catalog, table.identifier(), data_files, &append).await
+}
+
+/// The columns of [`ADDED_COLUMNS`] that `table` lacks, with their types,
+/// when it has every other column of [`COLUMNS`] in order (a table created by
+/// an earlier version); None for any other table.
+fn missing_columns(table: &Table) -> Option<Vec<(&'static str, PrimitiveType)>> {
+    let schema = table.metadata().current_schema();
+    let missing: Vec<(&'static str, PrimitiveType)> = COLUMNS
+        .iter()
+        .filter(|(name, _, _)| ADDED_COLUMNS.contains(name) && schema.field_by_name(name).is_none())
+        .map(|(name, kind, _)| (*name, kind.clone()))
+        .collect();
+    let has: Vec<&str> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    let others: Vec<&str> = COLUMNS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .filter(|name| missing.iter().all(|(m, _)| m != name))
+        .collect();
+    (has == others).then_some(missing)
+}
+
+/// Adds to the table `ident` the columns of [`ADDED_COLUMNS`] it lacks, as
+/// optional columns; whether it had such columns to add. When the commit
+/// fails, the table is looked at again: a concurrent writer may have added them.
+async fn add_missing_columns(catalog: &dyn Catalog, ident: &TableIdent) -> Result<bool> {
+    let target = ident.to_string();
+    let load = || async {
+        catalog
+            .load_table(ident)
+            .await
+            .map_err(Error::catalog("load-table", &target))
+    };
+    let table = load().await?;
+    let missing = match missing_columns(&table) {
+        Some(missing) if !missing.is_empty() => missing,
+        _ => return Ok(false),
+    };
+    let tx = Transaction::new(&table);
+    let update = missing
+        .iter()
+        .fold(tx.update_schema(), |update, (name, kind)| {
+            update.add_column(AddColumn::optional(name, Type::Primitive(kind.clone())))
+        });
+    let committed = match update.apply(tx) {
+        Ok(tx) => tx.commit(catalog).await,
+        Err(error) => Err(error),
+    };
+    match committed {
+        Ok(_) => {
+            tracing::info!(table = %target, added = missing.len(), "exception store: added the columns of this version")
+        }
+        Err(error) if missing_columns(&load().await?).is_some_and(|m| m.is_empty()) => {
+            tracing::info!(table = %target, error = %error, "exception store: another writer added the columns");
+        }
+        Err(error) => return Err(Error::catalog("update-schema", &target)(error)),
+    }
+    Ok(true)
 }
 
 /// Whether the events of `run_key` are in the table.
@@ -179,6 +260,8 @@ fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
         text(|e| e.dq_file.as_deref()),
         time(|e| e.entered_at),
         time(|e| e.event_at),
+        text(|e| e.actor.as_deref()),
+        text(|e| e.note.as_deref()),
     ];
     let columns = columns
         .iter()
@@ -237,6 +320,8 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<ExceptionEvent>> {
                 dq_file: text(12, row),
                 entered_at: time(entered.value(row)),
                 event_at: time(event.value(row)),
+                actor: text(15, row),
+                note: text(16, row),
             })
         })
         .collect()

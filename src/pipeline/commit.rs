@@ -1,9 +1,10 @@
 //! Commit: one Iceberg commit for all of a run's Silver rows (DESIGN.md
 //! invariant 4). It takes only a [`Balanced`] run. The snapshot's properties
 //! carry the run key, the counts and any schema evolution the run committed
-//! before ([`SnapshotRecord`]), so the table's history tells what each run
-//! did; the run ledger entry written in the same commit is how a rerun knows
-//! it has nothing to do (see [`crate::infra::append`]).
+//! before ([`SnapshotRecord`]), and an acceptance's who, why and what
+//! ([`Acceptance`]), so the table's history tells what each run did; the run
+//! ledger entry written in the same commit is how a rerun knows it has
+//! nothing to do (see [`crate::infra::append`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::config::Plan;
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
+use crate::exceptions::close::Acceptance;
 use crate::infra::append::{Committed, JudgedOn, RunAppend, append_for_run};
 use crate::infra::catalog::table_ident;
 use crate::infra::evolve::SchemaEvolution;
@@ -42,6 +44,8 @@ pub struct RunIdentity<'a> {
     pub judged_on: JudgedOn,
     /// What the contract changed in Silver's schema as the run opened it.
     pub schema_evolution: Option<&'a SchemaEvolution>,
+    /// The acceptance whose rows the run commits, if it is one.
+    pub accepted: Option<&'a Acceptance>,
 }
 
 /// What a commit attempt leaves the run to do.
@@ -73,6 +77,7 @@ pub(super) async fn commit_run(
         rules_fingerprint: &summary.rules_fingerprint,
         judged_on,
         schema_evolution: context.evolution.as_ref(),
+        accepted: options.accept.as_ref(),
     };
     let contributor = &context.drop.contributor;
     let committed = commit_silver(
@@ -135,7 +140,12 @@ pub async fn commit_silver(
     run: RunIdentity<'_>,
     contributor: &str,
 ) -> Result<Committed> {
-    let properties = SnapshotRecord::of(&balanced, run).to_properties();
+    let mut properties = SnapshotRecord::of(&balanced, run).to_properties();
+    properties.extend(
+        run.accepted
+            .map(Acceptance::to_properties)
+            .unwrap_or_default(),
+    );
     let append = RunAppend {
         run_key: run.run_key,
         place: run.place,

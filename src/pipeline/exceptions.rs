@@ -16,6 +16,7 @@ use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
 use crate::error::Result;
 use crate::exceptions::backlog::{figures, states};
+use crate::exceptions::close::Closing;
 use crate::exceptions::figures::BacklogFigures;
 use crate::exceptions::record::{ExceptionIds, RunRecord, load_carried, run_events};
 use crate::exceptions::store::{append_events, has_run, load_or_create_exceptions, read_events};
@@ -83,10 +84,12 @@ pub(super) async fn record_events(
     contributor_backlog(context, now).await
 }
 
-/// The rerun of a committed run: records its events if it died before it could.
+/// The rerun of a committed run: records its events if it died before it
+/// could; the exceptions its drop carries close as `closing` says.
 pub(super) async fn restore_missing_events(
     context: &Context<'_>,
     run: &CommittedRun,
+    closing: Closing,
 ) -> Result<()> {
     let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
     if has_run(&table, &run.run_key)? {
@@ -103,7 +106,7 @@ pub(super) async fn restore_missing_events(
     if files.is_empty() && carried.is_empty() {
         return Ok(());
     }
-    let ids = ExceptionIds::new(&run.drop, carried);
+    let ids = ExceptionIds::new(&run.drop, carried).closing(closing);
     record_events(context, run, &files, &ids).await?;
     tracing::warn!(run_id = %run.run_id, "the committed run had not recorded its exceptions: recorded them");
     Ok(())

@@ -115,7 +115,7 @@ pub(super) async fn judge_and_write(
     let stamp = RunStamp {
         run_id: claim.run_id.clone(),
         timestamp: summary.started_at.clone(),
-        exception_ids: ExceptionIds::new(context.drop, carried),
+        exception_ids: ExceptionIds::new(context.drop, carried).closing(options.closing()),
     };
     let routed = route::route_rows(
         &plan.contract,

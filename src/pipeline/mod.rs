@@ -31,9 +31,11 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::config::Plan;
+use crate::config::engine::is_engine_rule;
 use crate::config::rules::{Rule, Scope};
 use crate::core::drop::DropRef;
 use crate::error::Result;
+use crate::exceptions::close::{Acceptance, Closing};
 use crate::infra::append::JudgedOn;
 use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
@@ -59,6 +61,12 @@ pub struct RunOptions {
     /// The drop replays exceptions: aggregate rules, which judge a whole
     /// period, are not run on its few rows (they judged the period already).
     pub replay: bool,
+    /// The drop commits rows a person accepted as judged (`silverline
+    /// accept`): only the engine's rules judge it again (a key already in
+    /// Silver or twice in the drop, a row of another contributor, a missing
+    /// required value is still set aside), its snapshot records the
+    /// acceptance and its exceptions close as accepted.
+    pub accept: Option<Acceptance>,
     /// Faults a test injects (only with the `test-hooks` feature).
     #[cfg(feature = "test-hooks")]
     pub hooks: TestHooks,
@@ -101,6 +109,9 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
     if options.replay {
         rules.retain(|r| r.scope != Scope::Aggregate);
     }
+    if options.accept.is_some() {
+        rules.retain(|r| is_engine_rule(&r.name));
+    }
     let mut summary = Summary::new(plan, drop, contributor_type, &rules);
     let context = context::open(plan, drop, options.dry_run).await?;
     summary.schema_evolution = context.evolution.clone();
@@ -119,7 +130,7 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
     let claim = match claim::claim_run(&context, options.dry_run).await {
         Ok(Claimed::Fresh(claim)) => claim,
         Ok(Claimed::AlreadyCommitted(committed)) => {
-            recovery::already_committed(&context, &mut summary, committed, options.dry_run).await?;
+            recovery::already_committed(&context, &mut summary, committed, options).await?;
             return Ok(RunOutcome::unwritten(summary));
         }
         Err(error) => {
@@ -228,6 +239,16 @@ async fn stages(
         }
     }
     Ok(())
+}
+
+impl RunOptions {
+    /// How the exceptions the drop carries close when their rows reach Silver.
+    fn closing(&self) -> Closing {
+        match &self.accept {
+            Some(acceptance) => Closing::Accepted(acceptance.decision.clone()),
+            None => Closing::Resolved,
+        }
+    }
 }
 
 /// A committed run, as the exception stage needs it.

@@ -6,9 +6,10 @@ use super::claim::{self, AlreadyCommitted};
 use super::commit::SnapshotRecord;
 use super::context::Context;
 use super::summary::{RunStatus, Summary, now};
-use super::{committed_run, exceptions};
+use super::{RunOptions, committed_run, exceptions};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
+use crate::exceptions::close::{Acceptance, Closing};
 use crate::infra::storage::Location;
 
 /// A drop already committed: the summary says so, and unless this is a dry
@@ -17,17 +18,17 @@ pub(super) async fn already_committed(
     context: &Context<'_>,
     summary: &mut Summary,
     committed: AlreadyCommitted,
-    dry_run: bool,
+    options: &RunOptions,
 ) -> Result<()> {
     tracing::info!(run_key = %committed.run_key, snapshot_id = ?committed.snapshot_id, "drop already committed: nothing to do");
     summary.status = RunStatus::AlreadyCommitted;
     summary.run_key = Some(committed.run_key);
     summary.snapshot_id = committed.snapshot_id;
     summary.finished_at = Some(now());
-    match (committed.run_place, dry_run) {
+    match (committed.run_place, options.dry_run) {
         (Some(place), false) => {
             summary.run_id = Some(place.run_id.clone());
-            complete_committed_run(context, summary, &place).await
+            complete_committed_run(context, summary, &place, options).await
         }
         _ => Ok(()),
     }
@@ -39,10 +40,25 @@ pub(super) async fn complete_committed_run(
     context: &Context<'_>,
     summary: &Summary,
     place: &RunPlace,
+    options: &RunOptions,
 ) -> Result<()> {
     let run = committed_run(summary, &place.run_id, &place.run_date);
-    exceptions::restore_missing_events(context, &run).await?;
+    let closing = closing_of(context, summary, options);
+    exceptions::restore_missing_events(context, &run, closing).await?;
     restore_missing_summary(context, summary, place).await
+}
+
+/// How the committed run's carried exceptions close: as accepted by whom its
+/// snapshot names when it committed an acceptance (the rerun's own `--by`
+/// may differ), else as the rerun's options say.
+fn closing_of(context: &Context<'_>, summary: &Summary, options: &RunOptions) -> Closing {
+    let snapshot = summary
+        .snapshot_id
+        .and_then(|id| context.silver.metadata().snapshot_by_id(id));
+    match snapshot.and_then(|s| Acceptance::decision_in(&s.summary().additional_properties)) {
+        Some(decision) => Closing::Accepted(decision),
+        None => options.closing(),
+    }
 }
 
 /// A run that committed but died before writing its final summary (or

@@ -239,6 +239,13 @@ fn figures(b: &BacklogFigures, stale_after_days: u32) -> String {
             b.exited_30d.to_string(),
             "",
         ),
+        (
+            "accepted",
+            "Accepted (committed as judged)",
+            b.accepted.to_string(),
+            "",
+        ),
+        ("ignored", "Ignored by a person", b.ignored.to_string(), ""),
     ];
     let mut out = String::from("<h3>Backlog</h3>\n<dl class=\"figures\">\n");
     for (key, label, value, unit) in &rows {
@@ -444,6 +451,8 @@ mod tests {
                 exited_7d: 4,
                 entered_30d: 31,
                 exited_30d: 22,
+                accepted: 17,
+                ignored: 3,
             },
             open_by_rule: vec![
                 RuleBacklog {
@@ -531,6 +540,8 @@ mod tests {
             ("exited_7d", "4"),
             ("entered_30d", "31"),
             ("exited_30d", "22"),
+            ("accepted", "17"),
+            ("ignored", "3"),
         ];
         for name in ["All contributors", "bureau-a"] {
             let text = section_text(&page, name);

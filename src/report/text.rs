@@ -1,5 +1,6 @@
-//! `silverline backlog` as text: one line of figures per contributor, then the
-//! open exceptions by rule and age.
+//! `silverline backlog` as text: one line of figures per contributor (closed
+//! exceptions a person accepted or ignored counted apart), then the open
+//! exceptions by rule and age.
 
 use std::fmt::Write;
 
@@ -16,7 +17,7 @@ pub fn backlog_text(data: &ReportData) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<20} {:>7} {:>8} {:>11} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8}",
+        "{:<20} {:>7} {:>8} {:>11} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8} {:>9} {:>8}",
         "contributor",
         "open",
         "pending",
@@ -26,7 +27,9 @@ pub fn backlog_text(data: &ReportData) -> String {
         "in 7d",
         "out 7d",
         "in 30d",
-        "out 30d"
+        "out 30d",
+        "accepted",
+        "ignored"
     );
     for section in data.contributors.iter().chain([&data.overall]) {
         let b = &section.backlog;
@@ -35,7 +38,7 @@ pub fn backlog_text(data: &ReportData) -> String {
             .map_or_else(|| "-".to_string(), |d| d.to_string());
         let _ = writeln!(
             out,
-            "{:<20} {:>7} {:>8} {:>11} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8}",
+            "{:<20} {:>7} {:>8} {:>11} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8} {:>9} {:>8}",
             section.name,
             b.open,
             b.pending,
@@ -45,7 +48,9 @@ pub fn backlog_text(data: &ReportData) -> String {
             b.entered_7d,
             b.exited_7d,
             b.entered_30d,
-            b.exited_30d
+            b.exited_30d,
+            b.accepted,
+            b.ignored
         );
     }
     let _ = writeln!(out, "\nopen exceptions by rule and age:");

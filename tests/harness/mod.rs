@@ -119,20 +119,26 @@ pub fn everything_written(root: &Path, run_output: &str) -> Vec<(String, String)
 /// The `account_id` of every row set aside under `data/dq_error/<kind>/`
 /// (`quarantine`, `dropped`, `pending`).
 pub fn set_aside_accounts(root: &Path, kind: &str) -> BTreeSet<String> {
-    let mut accounts = BTreeSet::new();
+    set_aside_values(root, kind, "account_id")
+}
+
+/// The values of `column` (`account_id`, `_exception_id`...) of every row set
+/// aside under `data/dq_error/<kind>/`.
+pub fn set_aside_values(root: &Path, kind: &str, column: &str) -> BTreeSet<String> {
+    let mut values = BTreeSet::new();
     for path in walk(&root.join("data/dq_error").join(kind)) {
         let mut reader = csv::Reader::from_path(&path).unwrap();
-        let column = reader
+        let at = reader
             .headers()
             .unwrap()
             .iter()
-            .position(|h| h == "account_id")
+            .position(|h| h == column)
             .unwrap();
         for record in reader.records() {
-            accounts.insert(record.unwrap()[column].to_string());
+            values.insert(record.unwrap()[at].to_string());
         }
     }
-    accounts
+    values
 }
 
 /// The `account_id` of every row in the data files of the Silver table
