@@ -12,6 +12,8 @@ pub mod plan;
 pub mod raw;
 pub mod rules;
 pub mod sources;
+pub mod starter;
+pub mod values;
 
 use std::path::Path;
 
