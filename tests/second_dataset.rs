@@ -66,13 +66,12 @@ fn the_loan_example_passes_check_config_and_declares_no_key_rule() {
     let text = output(&silverline(&["check-config", "--config", CONFIG]).success());
     assert!(text.contains("ok (15 columns"), "{text}");
 
-    let rules = output(
-        &silverline(&["rules", "--config", CONFIG, "--contributor", LENDER]).success(),
-    );
+    let rules =
+        output(&silverline(&["rules", "--config", CONFIG, "--contributor", LENDER]).success());
     for line in [
         "contributor LENDER_A: type lender",
         "commitment_stable [row / quarantine / trend]",
-        "rate_level [aggregate / quarantine]",
+        "rate_level [aggregate / quarantine / trend]",
         "holder_known [reference / pending]",
         "unique_key [row / quarantine] from the engine",
         "resubmission [row / quarantine] from the engine",
@@ -100,14 +99,22 @@ fn the_loan_example_runs_month_by_month_through_the_binary() {
     let data = tmp.path().join("data/loan_contracts");
     let dq_error = data.join("dq_error");
     // drop, then received, committed, quarantined, pending, warned
-    let months = [
+    let months: [(&str, [u64; 5]); 4] = [
         ("2026-01", [10, 8, 1, 1, 0]),
         ("2026-02", [12, 7, 4, 1, 0]),
         ("2026-03", [10, 8, 1, 1, 1]),
         ("2026-03-corrections", [2, 1, 1, 0, 0]),
     ];
     for (drop_id, expected) in months {
-        let args = ["run", "--config", config, "--contributor", LENDER, "--drop", drop_id];
+        let args = [
+            "run",
+            "--config",
+            config,
+            "--contributor",
+            LENDER,
+            "--drop",
+            drop_id,
+        ];
         let text = output(&silverline(&args).success());
         let summary = summary_of(&dq_error, drop_id);
         assert_eq!(counts(&summary), expected, "{drop_id}: {text}\n{summary}");
@@ -145,13 +152,19 @@ fn the_loan_example_runs_month_by_month_through_the_binary() {
     };
     let duplicates = reasons("C003");
     assert_eq!(duplicates.len(), 2, "{quarantined:?}");
-    assert!(duplicates.iter().all(|r| r.contains("unique_key")), "{duplicates:?}");
+    assert!(
+        duplicates.iter().all(|r| r.contains("unique_key")),
+        "{duplicates:?}"
+    );
     let foreign = reasons("B001");
     assert_eq!(foreign.len(), 1, "{quarantined:?}");
     assert!(foreign[0].contains("contributor"), "{foreign:?}");
     assert!(!foreign[0].contains("unique_key"), "{foreign:?}");
     let resent = reasons("C002");
-    assert!(resent.len() == 1 && resent[0].contains("resubmission"), "{resent:?}");
+    assert!(
+        resent.len() == 1 && resent[0].contains("resubmission"),
+        "{resent:?}"
+    );
 
     // Silver holds every committed row once.
     let table = data.join("warehouse/silver/loan_contracts");
@@ -160,7 +173,10 @@ fn the_loan_example_runs_month_by_month_through_the_binary() {
     assert_eq!(rows.len(), 24, "{rows:?}");
     assert_eq!(distinct.len(), 24, "{rows:?}");
     assert!(rows.contains(&vec!["C005".to_string(), "2026-03-31".to_string()]));
-    assert!(!rows.iter().any(|r| r[0] == "B001" || r[0] == "C009"), "{rows:?}");
+    assert!(
+        !rows.iter().any(|r| r[0] == "B001" || r[0] == "C009"),
+        "{rows:?}"
+    );
 }
 
 /// The first `sh` block after the README's heading `heading`.
@@ -215,7 +231,10 @@ fn the_readme_walk_through_of_your_own_dataset_runs_as_written() {
     // Run again, init refuses to overwrite, naming the file.
     let config = loans.join("loans.toml");
     let before = std::fs::read_to_string(&config).unwrap();
-    let sample = tmp.path().join(EXAMPLE).join("drops/LENDER_A/2026-01/contracts.csv");
+    let sample = tmp
+        .path()
+        .join(EXAMPLE)
+        .join("drops/LENDER_A/2026-01/contracts.csv");
     let again = silverline(&[
         "init",
         "--name",
@@ -253,7 +272,15 @@ fn init_check_and_run(name: &str, sample: &Path, contributor: &str) -> (PathBuf,
     let drop = out.join("data/bronze").join(contributor).join("2026-01");
     std::fs::create_dir_all(&drop).unwrap();
     std::fs::copy(sample, drop.join(sample.file_name().unwrap())).unwrap();
-    let args = ["run", "--config", config_arg, "--contributor", contributor, "--drop", "2026-01"];
+    let args = [
+        "run",
+        "--config",
+        config_arg,
+        "--contributor",
+        contributor,
+        "--drop",
+        "2026-01",
+    ];
     let text = output(&silverline(&args).success());
     (config, text)
 }
@@ -337,13 +364,40 @@ fn init_quotes_names_a_csv_header_may_hold() {
     ] {
         assert!(toml.contains(line), "{line} in {toml}");
     }
-    let rules = std::fs::read_to_string(config.parent().unwrap().join("rules/quoted_rules.csv"))
-        .unwrap();
+    let rules =
+        std::fs::read_to_string(config.parent().unwrap().join("rules/quoted_rules.csv")).unwrap();
     assert!(
         rules.contains(r#"Fee_Rate_not_negative,*,row,"""Fee Rate"" >= 0",warn"#),
         "{rules}"
     );
     assert!(!rules.contains("Net_Amount_not_negative"), "{rules}");
+
+    // The commented examples (a trend rule, an aggregate rule and its metric) work once uncommented.
+    let uncomment = |path: &Path, starts: &[&str]| {
+        let text = std::fs::read_to_string(path).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest) if starts.iter().any(|s| rest.starts_with(s)) => rest,
+                _ => l,
+            })
+            .collect();
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    };
+    let rules_file = config.parent().unwrap().join("rules/quoted_rules.csv");
+    uncomment(&rules_file, &["trend_example,", "volume,"]);
+    uncomment(&config, &["[[metrics]]", "name = ", "expression = "]);
+    let config_arg = config.to_str().unwrap();
+    silverline(&["check-config", "--config", config_arg]).success();
+    let shown = output(
+        &silverline(&["rules", "--config", config_arg, "--contributor", "BANK_Q"]).success(),
+    );
+    for line in [
+        r#"passes when "Fee Rate" BETWEEN 0.5 * "prev_Fee Rate" AND 2 * "prev_Fee Rate""#,
+        "volume [aggregate / quarantine / trend]",
+    ] {
+        assert!(shown.contains(line), "{line} in {shown}");
+    }
 }
 
 #[test]
@@ -358,8 +412,18 @@ fn init_refuses_what_it_cannot_write_with_exit_2() {
     let cases = [
         ("loans", no_date.as_path(), "fresh", "dataset.order_column"),
         ("Loans", good.as_path(), "fresh", "--name Loans"),
-        ("loans", &tmp.path().join("missing.csv"), "fresh", "cannot read the file"),
-        ("loans", good.as_path(), "taken", "loans.toml already exists"),
+        (
+            "loans",
+            &tmp.path().join("missing.csv"),
+            "fresh",
+            "cannot read the file",
+        ),
+        (
+            "loans",
+            good.as_path(),
+            "taken",
+            "loans.toml already exists",
+        ),
     ];
     for (name, sample, out, shown) in cases {
         let out = tmp.path().join(out);

@@ -174,7 +174,11 @@ pub fn committed_rows(table: &Path, columns: &[&str]) -> Vec<Vec<String>> {
                 .iter()
                 .map(|c| {
                     let column = cast(batch.column_by_name(c).unwrap(), &DataType::Utf8).unwrap();
-                    column.as_any().downcast_ref::<StringArray>().unwrap().clone()
+                    column
+                        .as_any()
+                        .downcast_ref::<StringArray>()
+                        .unwrap()
+                        .clone()
                 })
                 .collect();
             for row in 0..batch.num_rows() {

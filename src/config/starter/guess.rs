@@ -126,7 +126,10 @@ fn guess_order(sample: &Sample) -> Option<Pick> {
     let (column, why) = match by_hint(&dates, &ORDER_HINTS) {
         Some(c) => (c, "a date in every row, named like a reporting date"),
         None => match by_hint(&dates, &["date"]) {
-            Some(c) => (c, "the first column named like a date with a date in every row"),
+            Some(c) => (
+                c,
+                "the first column named like a date with a date in every row",
+            ),
             None => (*dates.first()?, "the first column with a date in every row"),
         },
     };
@@ -196,7 +199,10 @@ fn guess_key(sample: &Sample, order: &str, contributor: &str) -> Pick {
         let first = others.first().copied();
         let fallback = first.or_else(|| sample.column(contributor));
         let column = fallback.unwrap_or(&sample.columns[0]);
-        (column, "nothing identifies a row: the first other column".to_string())
+        (
+            column,
+            "nothing identifies a row: the first other column".to_string(),
+        )
     };
     Pick {
         column: column.name.clone(),
@@ -272,7 +278,12 @@ mod tests {
         assert_eq!(roles.contributor.column, "source");
         assert_eq!(roles.key.column, "account");
         assert_eq!(roles.order.column, "day");
-        assert!(roles.key.why.contains("no column is named like an identifier"));
+        assert!(
+            roles
+                .key
+                .why
+                .contains("no column is named like an identifier")
+        );
     }
 
     #[test]

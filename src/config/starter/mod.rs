@@ -123,13 +123,29 @@ impl fmt::Display for Starter {
             self.rules.display(),
             self.sample
         )?;
-        writeln!(f, "review the guesses marked REVIEW in {}:", self.config.display())?;
+        writeln!(
+            f,
+            "review the guesses marked REVIEW in {}:",
+            self.config.display()
+        )?;
         let roles = &self.roles;
         let key = roles.entity_key().join(", ");
-        writeln!(f, "  entity_key         = {key} ({}: {})", roles.key.column, roles.key.why)?;
-        writeln!(f, "  order_column       = {} ({})", roles.order.column, roles.order.why)?;
+        writeln!(
+            f,
+            "  entity_key         = {key} ({}: {})",
+            roles.key.column, roles.key.why
+        )?;
+        writeln!(
+            f,
+            "  order_column       = {} ({})",
+            roles.order.column, roles.order.why
+        )?;
         let contributor = &roles.contributor;
-        writeln!(f, "  contributor_column = {} ({})", contributor.column, contributor.why)?;
+        writeln!(
+            f,
+            "  contributor_column = {} ({})",
+            contributor.column, contributor.why
+        )?;
         write!(
             f,
             "then: silverline check-config --config {}",
@@ -147,7 +163,14 @@ mod tests {
         for good in ["loans", "loan_contracts_2", "a"] {
             assert!(check_name(good).is_ok(), "{good}");
         }
-        for bad in ["", "Loans", "2loans", "loan-contracts", "../x", "loans.toml"] {
+        for bad in [
+            "",
+            "Loans",
+            "2loans",
+            "loan-contracts",
+            "../x",
+            "loans.toml",
+        ] {
             let err = check_name(bad).unwrap_err();
             assert_eq!(err.class(), crate::error::ErrorClass::Config, "{bad}");
         }

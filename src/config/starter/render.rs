@@ -169,7 +169,10 @@ fn csv_record(fields: [&str; 7]) -> String {
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
     // Writing to memory cannot fail; an empty line would only drop the record.
-    let written = writer.write_record(fields).ok().and_then(|()| writer.into_inner().ok());
+    let written = writer
+        .write_record(fields)
+        .ok()
+        .and_then(|()| writer.into_inner().ok());
     String::from_utf8_lossy(&written.unwrap_or_default())
         .trim_end()
         .to_string()
@@ -258,7 +261,15 @@ fn examples(column: Option<&SampleColumn>) -> String {
             "{} at most doubled or halved since the entity's previous state (a trend rule)",
             column.name
         );
-        let fields: [&str; 7] = ["trend_example", "*", "row", &expression, "warn", &description, "true"];
+        let fields: [&str; 7] = [
+            "trend_example",
+            "*",
+            "row",
+            &expression,
+            "warn",
+            &description,
+            "true",
+        ];
         out.push_str(&format!("# {}\n", csv_record(fields)));
     }
     let fields = [

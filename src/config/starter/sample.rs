@@ -62,9 +62,10 @@ impl Sample {
 pub fn read_sample(path: &Path) -> Result<Sample> {
     let bytes = std::fs::read(path)
         .map_err(|e| sample_error(path, format!("cannot read the file: {e}")))?;
-    let file = path
-        .file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().to_string());
+    let file = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().to_string(),
+    );
     let sample = if bytes.starts_with(b"PAR1") {
         read_parquet(Bytes::from(bytes), file).map_err(|reason| sample_error(path, reason))?
     } else {
@@ -135,7 +136,9 @@ fn sniff_delimiter(bytes: &[u8]) -> u8 {
 }
 
 /// Header names, trimmed as the reader trims them; a blank or repeated name is refused.
-fn header_names<'h>(header: impl Iterator<Item = &'h str>) -> std::result::Result<Vec<String>, String> {
+fn header_names<'h>(
+    header: impl Iterator<Item = &'h str>,
+) -> std::result::Result<Vec<String>, String> {
     let mut names: Vec<String> = Vec::new();
     for (i, name) in header.enumerate() {
         let name = name.trim();
@@ -311,7 +314,9 @@ impl Building {
         let numeric = !has_leading_zero(text);
         let mut decimal = None;
         self.open.retain(|kind| match kind {
-            Kind::Boolean => ["true", "false"].iter().any(|b| b.eq_ignore_ascii_case(text)),
+            Kind::Boolean => ["true", "false"]
+                .iter()
+                .any(|b| b.eq_ignore_ascii_case(text)),
             Kind::Int => numeric && reads_as(ColumnType::Int, text),
             Kind::Long => numeric && reads_as(ColumnType::Long, text),
             Kind::Decimal => {
@@ -431,7 +436,10 @@ mod tests {
             .collect();
         assert_eq!(types(&sample), expected);
         assert_eq!(sample.rows, 2);
-        assert_eq!(sample.columns[0].values, [Some("A1".into()), Some("A2".into())]);
+        assert_eq!(
+            sample.columns[0].values,
+            [Some("A1".into()), Some("A2".into())]
+        );
     }
 
     #[test]
