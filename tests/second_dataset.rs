@@ -144,6 +144,19 @@ fn the_loan_example_runs_month_by_month_through_the_binary() {
     let corrections = summary_of(&dq_error, "2026-03-corrections");
     assert_eq!(failed(&corrections, "resubmission"), 1, "{corrections}");
 
+    // A drop run again adds nothing.
+    let again = [
+        "run",
+        "--config",
+        config,
+        "--contributor",
+        LENDER,
+        "--drop",
+        "2026-02",
+    ];
+    let text = output(&silverline(&again).success());
+    assert!(text.contains("already committed"), "{text}");
+
     // The reasons the engine gave the duplicate and the foreign row.
     let quarantined = set_aside_rows(&dq_error, "quarantine");
     let reasons = |contract: &str| -> Vec<String> {
@@ -409,8 +422,16 @@ fn init_refuses_what_it_cannot_write_with_exit_2() {
     let taken = tmp.path().join("taken");
     std::fs::create_dir_all(&taken).unwrap();
     std::fs::write(taken.join("loans.toml"), "# mine\n").unwrap();
+    let gzipped = tmp.path().join("sample.csv.gz");
+    std::fs::write(&gzipped, [0x1f, 0x8b, 8, 0, 0, 0]).unwrap();
     let cases = [
         ("loans", no_date.as_path(), "fresh", "dataset.order_column"),
+        (
+            "loans",
+            gzipped.as_path(),
+            "fresh",
+            "decompress the sample first",
+        ),
         ("Loans", good.as_path(), "fresh", "--name Loans"),
         (
             "loans",

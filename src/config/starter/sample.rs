@@ -58,7 +58,8 @@ impl Sample {
     }
 }
 
-/// Reads the sample at `path`: Parquet when it starts with `PAR1`, else CSV.
+/// Reads the sample at `path`: Parquet when it starts with `PAR1`, else CSV
+/// (a compressed file is refused: its bytes would read as a header of garbage).
 pub fn read_sample(path: &Path) -> Result<Sample> {
     let bytes = std::fs::read(path)
         .map_err(|e| sample_error(path, format!("cannot read the file: {e}")))?;
@@ -66,6 +67,10 @@ pub fn read_sample(path: &Path) -> Result<Sample> {
         || path.display().to_string(),
         |n| n.to_string_lossy().to_string(),
     );
+    if bytes.starts_with(&[0x1f, 0x8b]) || bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let reason = "a gzip or Zstandard stream: decompress the sample first".to_string();
+        return Err(sample_error(path, reason));
+    }
     let sample = if bytes.starts_with(b"PAR1") {
         read_parquet(Bytes::from(bytes), file).map_err(|reason| sample_error(path, reason))?
     } else {
