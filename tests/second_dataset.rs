@@ -38,6 +38,7 @@ fn example_copy() -> (tempfile::TempDir, PathBuf) {
     (tmp, config)
 }
 
+/// How many rows `rule` failed in a run, as its summary says.
 fn failed(summary: &serde_json::Value, rule: &str) -> u64 {
     let rules = summary["rules"].as_array().unwrap();
     let found = rules.iter().find(|r| r["rule"] == rule);
@@ -46,6 +47,7 @@ fn failed(summary: &serde_json::Value, rule: &str) -> u64 {
         .unwrap()
 }
 
+/// The one summary of `drop_id` under `dq_error`.
 fn summary_of(dq_error: &Path, drop_id: &str) -> serde_json::Value {
     let mut found: Vec<_> = summaries_in(dq_error)
         .into_iter()
@@ -248,16 +250,7 @@ fn the_readme_walk_through_of_your_own_dataset_runs_as_written() {
         .path()
         .join(EXAMPLE)
         .join("drops/LENDER_A/2026-01/contracts.csv");
-    let again = silverline(&[
-        "init",
-        "--name",
-        "loans",
-        "--sample",
-        sample.to_str().unwrap(),
-        "--out",
-        loans.to_str().unwrap(),
-    ]);
-    let text = output(&again.code(2));
+    let text = output(&init("loans", &sample, &loans).code(2));
     assert!(text.contains("loans.toml already exists"), "{text}");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
 }

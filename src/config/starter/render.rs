@@ -46,25 +46,12 @@ fn is_sensitive(column: &SampleColumn, roles: &Roles) -> bool {
     !partitioned && SENSITIVE_HINTS.iter().any(|h| name.contains(h))
 }
 
-fn type_name(column_type: ColumnType) -> String {
-    match column_type {
-        ColumnType::String => "string".to_string(),
-        ColumnType::Date => "date".to_string(),
-        ColumnType::Timestamp => "timestamp".to_string(),
-        ColumnType::Int => "int".to_string(),
-        ColumnType::Long => "long".to_string(),
-        ColumnType::Double => "double".to_string(),
-        ColumnType::Boolean => "boolean".to_string(),
-        ColumnType::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
-    }
-}
-
 /// One `columns` entry, with a REVIEW comment when it is guessed sensitive.
 fn column_line(column: &SampleColumn, roles: &Roles) -> String {
     let mut entry = format!(
         "  {{ name = {}, type = {}",
         toml_string(&column.name),
-        toml_string(&type_name(column.column_type))
+        toml_string(&column.column_type.to_string())
     );
     if !column.blanks || roles.is_key_part(&column.name) {
         entry.push_str(", nullable = false");

@@ -236,7 +236,7 @@ fn declared_type(data_type: &DataType) -> Option<ColumnType> {
         DataType::Decimal32(p, s)
         | DataType::Decimal64(p, s)
         | DataType::Decimal128(p, s)
-        | DataType::Decimal256(p, s) => ColumnType::parse(&format!("decimal({p},{s})")),
+        | DataType::Decimal256(p, s) => ColumnType::decimal(*p, *s),
         DataType::Date32 => Some(ColumnType::Date),
         DataType::Timestamp(..) => Some(ColumnType::Timestamp),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(ColumnType::String),
@@ -392,9 +392,8 @@ fn decimal_digits(text: &str) -> Option<(usize, usize)> {
 fn decimal_type(whole_digits: usize, scale: usize) -> Option<ColumnType> {
     let digits = whole_digits + scale;
     let precision = if digits <= 18 { 18 } else { 38 };
-    (digits <= 38)
-        .then(|| ColumnType::parse(&format!("decimal({precision},{scale})")))
-        .flatten()
+    let scale = i8::try_from(scale).ok()?;
+    (digits <= 38).then(|| ColumnType::decimal(precision, scale))?
 }
 
 #[cfg(test)]
