@@ -417,27 +417,15 @@ fn init_refuses_what_it_cannot_write_with_exit_2() {
     std::fs::write(taken.join("loans.toml"), "# mine\n").unwrap();
     let gzipped = tmp.path().join("sample.csv.gz");
     std::fs::write(&gzipped, [0x1f, 0x8b, 8, 0, 0, 0]).unwrap();
-    let cases = [
-        ("loans", no_date.as_path(), "fresh", "dataset.order_column"),
-        (
-            "loans",
-            gzipped.as_path(),
-            "fresh",
-            "decompress the sample first",
-        ),
-        ("Loans", good.as_path(), "fresh", "--name Loans"),
-        (
-            "loans",
-            &tmp.path().join("missing.csv"),
-            "fresh",
-            "cannot read the file",
-        ),
-        (
-            "loans",
-            good.as_path(),
-            "taken",
-            "loans.toml already exists",
-        ),
+    let missing = tmp.path().join("missing.csv");
+    let good = good.as_path();
+    let cases: [(&str, &Path, &str, &str); 6] = [
+        ("loans", &no_date, "fresh", "dataset.order_column"),
+        ("loans", &gzipped, "fresh", "decompress the sample first"),
+        ("Loans", good, "fresh", "--name Loans"),
+        ("loans", &missing, "fresh", "cannot read the file"),
+        ("loans", good, "taken", "loans.toml already exists"),
+        ("loans", good, "taken/loans.toml", "is a file, not a folder"),
     ];
     for (name, sample, out, shown) in cases {
         let out = tmp.path().join(out);

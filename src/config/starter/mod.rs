@@ -42,6 +42,12 @@ pub fn write_starter(name: &str, sample: &Path, out: &Path) -> Result<Starter> {
     check_name(name)?;
     let config = out.join(format!("{name}.toml"));
     let rules = out.join("rules").join(format!("{name}_rules.csv"));
+    if let Some(file) = out.ancestors().find(|a| a.exists()).filter(|a| !a.is_dir()) {
+        return Err(Error::Usage {
+            arg: format!("--out {}", out.display()),
+            reason: format!("{} is a file, not a folder", file.display()),
+        });
+    }
     for path in [&config, &rules] {
         if path.exists() {
             return Err(exists(path));
