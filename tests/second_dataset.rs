@@ -120,6 +120,13 @@ fn the_loan_example_runs_month_by_month_through_the_binary() {
         let text = output(&silverline(&args).success());
         let summary = summary_of(&dq_error, drop_id);
         assert_eq!(counts(&summary), expected, "{drop_id}: {text}\n{summary}");
+        // holder_tax_id is sensitive: none of its values (TX...) in the output or the summary.
+        for written in [text, summary.to_string()] {
+            assert!(
+                !written.contains("TX44") && !written.contains("TX55"),
+                "{written}"
+            );
+        }
     }
 
     let january = summary_of(&dq_error, "2026-01");
@@ -161,6 +168,12 @@ fn the_loan_example_runs_month_by_month_through_the_binary() {
 
     // The reasons the engine gave the duplicate and the foreign row.
     let quarantined = set_aside_rows(&dq_error, "quarantine");
+    // The dq_error files keep the rows as received (mask_sensitive is off), tax ids included.
+    assert!(
+        quarantined
+            .iter()
+            .any(|r| r["holder_tax_id"].starts_with("TX44"))
+    );
     let reasons = |contract: &str| -> Vec<String> {
         let rows = quarantined.iter().filter(|r| r["contract_id"] == contract);
         rows.map(|r| r["_dq_errors"].clone()).collect()
