@@ -151,6 +151,20 @@ pub enum Command {
         #[arg(long, default_value_t = 1)]
         retain_last: usize,
     },
+    /// Write a starting configuration for a new dataset from a sample file (CSV or Parquet):
+    /// <out>/<name>.toml (columns and types from the sample, guessed keys marked REVIEW) and
+    /// <out>/rules/<name>_rules.csv. Never overwrites a file.
+    Init {
+        /// Dataset name (lowercase letters, digits, '_'): names the files and the Silver table.
+        #[arg(long)]
+        name: String,
+        /// A sample of the data: a CSV file with a header, or a Parquet file.
+        #[arg(long)]
+        sample: PathBuf,
+        /// Folder to write into (created if missing).
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
     /// Validate the configuration and its rules without reading data, and compare the contract
     /// with the Silver table when the catalog can be reached: say what the next run changes in
     /// its schema, and refuse (exit 2) a contract the table cannot evolve to.
@@ -276,6 +290,11 @@ pub async fn run(cli: Cli) -> Result<u8> {
             to,
         } => backfill(&config, &contributor, (&from, &to)).await,
         Command::CheckConfig { config } => check_config(&config).await,
+        Command::Init { name, sample, out } => {
+            let starter = crate::config::starter::write_starter(&name, &sample, &out)?;
+            println!("{starter}");
+            Ok(0)
+        }
         Command::Rules {
             config,
             contributor,

@@ -90,8 +90,32 @@ fn parse_decimal(text: &str) -> Option<ColumnType> {
     let (precision, scale) = inner.split_once(',')?;
     let precision: u8 = precision.trim().parse().ok()?;
     let scale: i8 = scale.trim().parse().ok()?;
-    let valid = (1..=38).contains(&precision) && scale >= 0 && (scale as u8) <= precision;
-    valid.then_some(ColumnType::Decimal { precision, scale })
+    ColumnType::decimal(precision, scale)
+}
+
+impl ColumnType {
+    /// `decimal(precision, scale)`, if valid: 1 to 38 digits, of which 0 to all after the point.
+    pub fn decimal(precision: u8, scale: i8) -> Option<ColumnType> {
+        let valid =
+            (1..=38).contains(&precision) && scale >= 0 && scale.unsigned_abs() <= precision;
+        valid.then_some(ColumnType::Decimal { precision, scale })
+    }
+}
+
+/// The type as the configuration writes it (`string`, `decimal(18,2)`...): what [`ColumnType::parse`] reads.
+impl std::fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ColumnType::String => f.write_str("string"),
+            ColumnType::Date => f.write_str("date"),
+            ColumnType::Timestamp => f.write_str("timestamp"),
+            ColumnType::Int => f.write_str("int"),
+            ColumnType::Long => f.write_str("long"),
+            ColumnType::Double => f.write_str("double"),
+            ColumnType::Boolean => f.write_str("boolean"),
+            ColumnType::Decimal { precision, scale } => write!(f, "decimal({precision},{scale})"),
+        }
+    }
 }
 
 /// One contract column.
@@ -252,5 +276,26 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(ColumnType::parse(text), expected, "{text}");
         }
+    }
+
+    #[test]
+    fn column_types_are_written_as_they_are_read() {
+        let decimal = ColumnType::decimal(12, 3).unwrap();
+        for column_type in [
+            ColumnType::String,
+            ColumnType::Date,
+            ColumnType::Timestamp,
+            ColumnType::Int,
+            ColumnType::Long,
+            ColumnType::Double,
+            ColumnType::Boolean,
+            decimal,
+        ] {
+            let text = column_type.to_string();
+            assert_eq!(ColumnType::parse(&text), Some(column_type), "{text}");
+        }
+        assert_eq!(decimal.to_string(), "decimal(12,3)");
+        assert_eq!(ColumnType::decimal(2, 3), None);
+        assert_eq!(ColumnType::decimal(0, 0), None);
     }
 }

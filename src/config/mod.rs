@@ -1,5 +1,7 @@
-//! Configuration: the TOML file ([`raw`]), the dataset contract ([`contract`]),
-//! rules ([`rules`]) and the validated [`Plan`] a run follows.
+//! Configuration: the TOML file ([`raw`]), the dataset contract ([`contract`])
+//! and how text reads as its types ([`values`]), rules ([`rules`]), the
+//! validated [`Plan`] a run follows, and the starting configuration that
+//! `silverline init` writes from a sample ([`starter`]).
 //!
 //! `silverline check-config` and every run go through [`load_plan`]: a bad
 //! setting or rule exits 2 before any data is read.
@@ -12,6 +14,8 @@ pub mod plan;
 pub mod raw;
 pub mod rules;
 pub mod sources;
+pub mod starter;
+pub mod values;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, StringArray};
@@ -125,28 +125,47 @@ pub fn set_aside_accounts(root: &Path, kind: &str) -> BTreeSet<String> {
 /// The values of `column` (`account_id`, `_exception_id`...) of every row set
 /// aside under `data/dq_error/<kind>/`.
 pub fn set_aside_values(root: &Path, kind: &str, column: &str) -> BTreeSet<String> {
-    let mut values = BTreeSet::new();
-    for path in walk(&root.join("data/dq_error").join(kind)) {
+    set_aside_rows(&root.join("data/dq_error"), kind)
+        .into_iter()
+        .map(|row| row[column].clone())
+        .collect()
+}
+
+/// Every row set aside under `<dq_error>/<kind>/`, as column -> value.
+pub fn set_aside_rows(dq_error: &Path, kind: &str) -> Vec<BTreeMap<String, String>> {
+    let mut rows = Vec::new();
+    for path in walk(&dq_error.join(kind)) {
         let mut reader = csv::Reader::from_path(&path).unwrap();
-        let at = reader
-            .headers()
-            .unwrap()
-            .iter()
-            .position(|h| h == column)
-            .unwrap();
+        let headers = reader.headers().unwrap().clone();
         for record in reader.records() {
-            values.insert(record.unwrap()[at].to_string());
+            let record = record.unwrap();
+            rows.push(
+                headers
+                    .iter()
+                    .zip(record.iter())
+                    .map(|(h, v)| (h.to_string(), v.to_string()))
+                    .collect(),
+            );
         }
     }
-    values
+    rows
 }
 
 /// The `account_id` of every row in the data files of the Silver table
 /// `silver.credit_statements` (all of them live after one commit).
 pub fn committed_accounts(root: &Path) -> BTreeSet<String> {
     let table = root.join("data/warehouse/silver/credit_statements");
-    let mut accounts = BTreeSet::new();
-    for path in walk(&table)
+    committed_rows(&table, &["account_id"])
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// `columns` (as text) of every row in the data files under the table folder
+/// `table`: every row of the table while nothing was deleted or compacted.
+pub fn committed_rows(table: &Path, columns: &[&str]) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for path in walk(table)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
     {
@@ -157,18 +176,33 @@ pub fn committed_accounts(root: &Path) -> BTreeSet<String> {
             .unwrap();
         for batch in reader {
             let batch = batch.unwrap();
-            let column =
-                cast(batch.column_by_name("account_id").unwrap(), &DataType::Utf8).unwrap();
-            let values = column.as_any().downcast_ref::<StringArray>().unwrap();
-            accounts.extend(values.iter().flatten().map(str::to_string));
+            let texts: Vec<StringArray> = columns
+                .iter()
+                .map(|c| {
+                    let column = cast(batch.column_by_name(c).unwrap(), &DataType::Utf8).unwrap();
+                    column
+                        .as_any()
+                        .downcast_ref::<StringArray>()
+                        .unwrap()
+                        .clone()
+                })
+                .collect();
+            for row in 0..batch.num_rows() {
+                rows.push(texts.iter().map(|t| t.value(row).to_string()).collect());
+            }
         }
     }
-    accounts
+    rows
 }
 
 /// Every run summary written under `data/dq_error/summaries`.
 pub fn summaries(root: &Path) -> Vec<serde_json::Value> {
-    walk(&root.join("data/dq_error/summaries"))
+    summaries_in(&root.join("data/dq_error"))
+}
+
+/// Every run summary written under `<dq_error>/summaries`.
+pub fn summaries_in(dq_error: &Path) -> Vec<serde_json::Value> {
+    walk(&dq_error.join("summaries"))
         .iter()
         .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
         .collect()

@@ -3,13 +3,12 @@
 //! as a CSV one. Row numbers (1-based) stand in for line numbers.
 
 use arrow::array::{Array, StringArray};
-use arrow::compute::cast;
-use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::typing::TypedRows;
 use super::{RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
+use crate::config::values::to_text;
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
@@ -63,39 +62,6 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
         rejects: Vec::new(),
         drift,
     })
-}
-
-/// A column's values as text; why not, for a column holding nested values
-/// (a list, struct or map is never flattened into a scalar column: its text
-/// would be committed as if it were one value) or a type with no text form.
-fn to_text(array: &dyn Array) -> std::result::Result<StringArray, String> {
-    let data_type = array.data_type();
-    if let Some(kind) = nested_kind(data_type) {
-        return Err(format!("holds {kind} values"));
-    }
-    let unreadable = || format!("holds {data_type} values, which do not read as text");
-    let text = cast(array, &DataType::Utf8).map_err(|_| unreadable())?;
-    text.as_any()
-        .downcast_ref::<StringArray>()
-        .cloned()
-        .ok_or_else(unreadable)
-}
-
-/// `list`, `struct`, `map` or `union` for a nested type.
-fn nested_kind(data_type: &DataType) -> Option<&'static str> {
-    match data_type {
-        DataType::List(_)
-        | DataType::LargeList(_)
-        | DataType::FixedSizeList(..)
-        | DataType::ListView(_)
-        | DataType::LargeListView(_) => Some("list"),
-        DataType::Struct(_) => Some("struct"),
-        DataType::Map(..) => Some("map"),
-        DataType::Union(..) => Some("union"),
-        DataType::Dictionary(_, values) => nested_kind(values),
-        DataType::RunEndEncoded(_, values) => nested_kind(values.data_type()),
-        _ => None,
-    }
 }
 
 /// Why column `name` of a Parquet file is refused.

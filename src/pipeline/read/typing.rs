@@ -1,10 +1,8 @@
-//! Typing: one text value at a time into its contract column's Arrow builder.
-//!
-//! The contract is stricter than Arrow's casts (which read `2026-10-3x` as the
-//! 3rd and round a decimal with too many places): dates must be `YYYY-MM-DD`,
-//! integers an optional sign and plain digits, decimals at most `scale`
-//! places and `precision` digits. A value that does not read is null in the
-//! column and a problem of its row.
+//! Typing: one text value at a time into its contract column's Arrow builder,
+//! each value read as `config/values.rs` defines (stricter than Arrow's casts:
+//! dates `YYYY-MM-DD`, integers an optional sign and plain digits, decimals at
+//! most `scale` places and `precision` digits). A value that does not read is
+//! null in the column and a problem of its row.
 
 use std::sync::Arc;
 
@@ -12,16 +10,13 @@ use arrow::array::{
     ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int32Builder,
     Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
-use arrow::compute::kernels::cast_utils::Parser;
-use arrow::datatypes::Float64Type;
-use chrono::{NaiveDate, NaiveDateTime};
 
 use crate::config::contract::{Column, ColumnType};
+use crate::config::values::{
+    parse_boolean, parse_date, parse_decimal, parse_double, parse_integer, parse_timestamp,
+};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
-
-/// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
-const UNIX_EPOCH_FROM_CE: i32 = 719_163;
 
 /// A contract column being built from text values.
 pub(super) enum ColumnBuilder {
@@ -85,7 +80,7 @@ impl ColumnBuilder {
             ColumnBuilder::Timestamp(b) => append_parsed(b, parse_timestamp(text)),
             ColumnBuilder::Int(b) => append_parsed(b, parse_integer(text)),
             ColumnBuilder::Long(b) => append_parsed(b, parse_integer(text)),
-            ColumnBuilder::Double(b) => append_parsed(b, Float64Type::parse(text)),
+            ColumnBuilder::Double(b) => append_parsed(b, parse_double(text)),
             ColumnBuilder::Boolean(b) => {
                 let value = parse_boolean(text);
                 b.append_option(value);
@@ -261,196 +256,5 @@ pub(super) fn unreadable_reason(column: &Column, value: &str) -> String {
             "column '{}': cannot read '{value}' as {target}",
             column.name
         )
-    }
-}
-
-/// `YYYY-MM-DD`, a real calendar day from 0001-01-01 to 9999-12-31 (the
-/// range every Iceberg and Parquet reader takes), as days since 1970-01-01.
-fn parse_date(text: &str) -> Option<i32> {
-    let bytes = text.as_bytes();
-    let canonical = bytes.len() == 10
-        && bytes.iter().enumerate().all(|(i, b)| match i {
-            4 | 7 => *b == b'-',
-            _ => b.is_ascii_digit(),
-        });
-    if !canonical {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| {
-        bytes[range]
-            .iter()
-            .fold(0u32, |n, b| n * 10 + u32::from(b - b'0'))
-    };
-    let year = i32::try_from(number(0..4)).ok().filter(|y| *y >= 1)?;
-    let date = NaiveDate::from_ymd_opt(year, number(5..7), number(8..10))?;
-    Some(chrono::Datelike::num_days_from_ce(&date) - UNIX_EPOCH_FROM_CE)
-}
-
-/// An instant as microseconds since 1970-01-01T00:00:00Z: RFC 3339 (with
-/// `Z` or an offset, brought to UTC), or `YYYY-MM-DD HH:MM:SS` / with a `T`
-/// and no offset, read as UTC; at most microsecond fractions, years 0001 to
-/// 9999.
-fn parse_timestamp(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    // Year, month and day must be written out in full, as for a date.
-    if bytes.len() < 19 || parse_date(text.get(..10)?).is_none() {
-        return None;
-    }
-    let utc = match chrono::DateTime::parse_from_rfc3339(text) {
-        Ok(instant) => instant.naive_utc(),
-        Err(_) => {
-            let naive = |format: &str| NaiveDateTime::parse_from_str(text, format).ok();
-            naive("%Y-%m-%d %H:%M:%S%.f").or_else(|| naive("%Y-%m-%dT%H:%M:%S%.f"))?
-        }
-    };
-    let year = chrono::Datelike::year(&utc);
-    let whole_micros = chrono::Timelike::nanosecond(&utc) % 1_000 == 0;
-    ((1..=9999).contains(&year) && whole_micros).then(|| utc.and_utc().timestamp_micros())
-}
-
-/// An optional sign and plain digits, within the type's range.
-fn parse_integer<T: std::str::FromStr>(text: &str) -> Option<T> {
-    // `str::parse` for integers accepts exactly `[+-]?[0-9]+`.
-    text.parse().ok()
-}
-
-/// `true`/`false` and the spellings Arrow's cast accepts, in any case.
-fn parse_boolean(text: &str) -> Option<bool> {
-    let is = |spellings: &[&str]| spellings.iter().any(|s| s.eq_ignore_ascii_case(text));
-    if is(&["t", "true", "y", "yes", "on", "1"]) {
-        Some(true)
-    } else if is(&["f", "false", "n", "no", "off", "0"]) {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// An optional sign, digits, and at most `scale` digits after a point, with
-/// at most `precision` digits in all; unscaled.
-fn parse_decimal(text: &str, precision: u8, scale: i8) -> Option<i128> {
-    let scale = usize::try_from(scale).ok()?;
-    let (negative, number) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let (whole, fraction) = match number.split_once('.') {
-        Some((whole, fraction)) if !fraction.is_empty() => (whole, fraction),
-        Some(_) => return None,
-        None => (number, ""),
-    };
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > scale {
-        return None;
-    }
-    let mut value: i128 = 0;
-    for b in whole.bytes().chain(fraction.bytes()) {
-        value = value.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
-    }
-    for _ in fraction.len()..scale {
-        value = value.checked_mul(10)?;
-    }
-    let limit = 10i128.checked_pow(u32::from(precision))?;
-    if value >= limit {
-        return None;
-    }
-    Some(if negative { -value } else { value })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_must_be_canonical_calendar_days() {
-        assert_eq!(parse_date("1970-01-02"), Some(1));
-        assert_eq!(parse_date("2024-02-29"), Some(19_782));
-        assert_eq!(parse_date("0001-01-01"), Some(1 - UNIX_EPOCH_FROM_CE));
-        assert!(parse_date("9999-12-31").is_some());
-        for bad in [
-            "2026-02-30",
-            "2026-03-3x",
-            "2026-3-31",
-            "20260331",
-            "0000-01-01",
-            "0000-12-31",
-            "",
-            " 2026-03-31",
-        ] {
-            assert_eq!(parse_date(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn timestamps_read_rfc3339_and_plain_utc() {
-        let noon = 1_769_860_800_000_000; // 2026-01-31T12:00:00Z
-        for text in [
-            "2026-01-31T12:00:00Z",
-            "2026-01-31T14:00:00+02:00",
-            "2026-01-31 12:00:00",
-            "2026-01-31T12:00:00",
-            "2026-01-31 12:00:00.000000",
-        ] {
-            assert_eq!(parse_timestamp(text), Some(noon), "{text}");
-        }
-        assert_eq!(
-            parse_timestamp("2026-01-31 12:00:00.25"),
-            Some(noon + 250_000)
-        );
-        for bad in [
-            "2026-01-31",
-            "2026-02-30 12:00:00",
-            "2026-1-31 12:00:00",
-            "2026-01-31 24:00:00",
-            "2026-01-31 12:00:00.0000001",
-            "0000-01-01 00:00:00",
-            "2026-01-31 12:00",
-            " 2026-01-31 12:00:00",
-            "2026-01-31 12:00:00 UTC",
-        ] {
-            assert_eq!(parse_timestamp(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn decimals_keep_scale_and_precision() {
-        assert_eq!(parse_decimal("1.50", 18, 2), Some(150));
-        assert_eq!(parse_decimal("-2", 18, 2), Some(-200));
-        assert_eq!(parse_decimal("+0.5", 18, 2), Some(50));
-        assert_eq!(
-            parse_decimal("9999999999999999.99", 18, 2),
-            Some(999_999_999_999_999_999)
-        );
-        for bad in [
-            "1.005",
-            "x1",
-            "1.",
-            ".5",
-            "1e3",
-            "",
-            "-",
-            "10000000000000000",
-            "1,5",
-        ] {
-            assert_eq!(parse_decimal(bad, 18, 2), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn integers_take_a_sign_and_digits_only() {
-        assert_eq!(parse_integer::<i32>("+7"), Some(7));
-        assert_eq!(parse_integer::<i32>("-007"), Some(-7));
-        for bad in ["1.0", " 1", "1e2", "", "2147483648"] {
-            assert_eq!(parse_integer::<i32>(bad), None, "{bad}");
-        }
-        assert_eq!(parse_integer::<i64>("2147483648"), Some(2_147_483_648));
-    }
-
-    #[test]
-    fn booleans_read_in_any_case() {
-        assert_eq!(parse_boolean("TRUE"), Some(true));
-        assert_eq!(parse_boolean("no"), Some(false));
-        assert_eq!(parse_boolean("maybe"), None);
     }
 }
