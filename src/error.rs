@@ -279,9 +279,10 @@ impl EngineFailure {
     }
 
     /// Whether the rule itself is at fault, whatever the rows: it cannot be
-    /// planned, or its regular expression does not compile.
+    /// planned. (A regular expression that does not compile may be built
+    /// from the row's values: that one is the data's.)
     pub fn is_rule_fault(self) -> bool {
-        matches!(self, EngineFailure::Planning | EngineFailure::InvalidRegex)
+        self == EngineFailure::Planning
     }
 
     /// The class of a run stopped by this failure: only I/O is worth a retry.
