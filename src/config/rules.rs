@@ -15,6 +15,7 @@ use datafusion::logical_expr::utils::find_aggregate_exprs;
 use datafusion::prelude::{Expr, SessionContext};
 
 use crate::config::contract::Contract;
+use crate::core::digest::nul_terminated_hex;
 use crate::transient::{
     DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PREV_PREFIX, REF_PREFIX,
     prev_column,
@@ -370,28 +371,25 @@ fn first_line(text: &str) -> String {
 /// application, filter, escalation and expression, in order. Results carry it
 /// so they name the exact rules that produced them.
 pub fn rules_fingerprint(rules: &[&Rule]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    for rule in rules {
-        let escalation = rule
-            .escalation
-            .map(|e| format!("{}>{}", e.above, e.to.as_str()))
-            .unwrap_or_default();
-        let parts = [
-            rule.name.as_str(),
-            rule.scope.as_str(),
-            rule.severity.as_str(),
-            &rule.contributor_types.join(","),
-            rule.filter.as_deref().unwrap_or(""),
-            &escalation,
-            &rule.expression,
-        ];
-        for part in parts {
-            hash.update(part.as_bytes());
-            hash.update([0]);
-        }
-    }
-    hex::encode(hash.finalize())[..16].to_string()
+    let parts: Vec<String> = rules
+        .iter()
+        .flat_map(|rule| {
+            let escalation = rule
+                .escalation
+                .map(|e| format!("{}>{}", e.above, e.to.as_str()))
+                .unwrap_or_default();
+            [
+                rule.name.clone(),
+                rule.scope.as_str().to_string(),
+                rule.severity.as_str().to_string(),
+                rule.contributor_types.join(","),
+                rule.filter.clone().unwrap_or_default(),
+                escalation,
+                rule.expression.clone(),
+            ]
+        })
+        .collect();
+    nul_terminated_hex(parts.iter().map(String::as_bytes))[..16].to_string()
 }
 
 #[cfg(test)]

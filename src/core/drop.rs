@@ -24,13 +24,13 @@ impl DropRef {
     }
 
     /// The drop's folder under the bronze root.
-    pub fn prefix(&self) -> String {
+    pub(crate) fn prefix(&self) -> String {
         format!("{}/{}", self.contributor, self.drop_id)
     }
 }
 
 /// Checks a `--contributor` argument like [`DropRef::new`] does.
-pub fn check_contributor(contributor: &str) -> Result<()> {
+pub(crate) fn check_contributor(contributor: &str) -> Result<()> {
     check_id("--contributor", contributor)
 }
 

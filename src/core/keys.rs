@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::stage::Stage;
 
 /// Distinct keys, each numbered from 0 in the order first seen.
-pub struct KeyIndex {
+pub(crate) struct KeyIndex {
     /// The key columns (as text) of every batch inserted.
     batches: Vec<Vec<StringArray>>,
     /// Per key: the batch and row it was first seen at, and its hash.
@@ -29,7 +29,7 @@ pub struct KeyIndex {
 
 impl KeyIndex {
     /// An empty index; `stage` names its errors.
-    pub fn new(stage: Stage) -> KeyIndex {
+    pub(crate) fn new(stage: Stage) -> KeyIndex {
         KeyIndex {
             batches: Vec::new(),
             keys: Vec::new(),
@@ -40,18 +40,13 @@ impl KeyIndex {
     }
 
     /// How many distinct keys are indexed.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    /// Whether no key is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 
     /// The number of each row's key (rows by position in `columns`), indexing
     /// the keys not seen before.
-    pub fn insert(&mut self, columns: &[ArrayRef]) -> Result<Vec<u32>> {
+    pub(crate) fn insert(&mut self, columns: &[ArrayRef]) -> Result<Vec<u32>> {
         let text = self.as_text(columns)?;
         let hashes = self.row_hashes(&text);
         let stage = self.stage;
@@ -82,7 +77,7 @@ impl KeyIndex {
     }
 
     /// The number of each row's key, `None` where it is not indexed.
-    pub fn find(&self, columns: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
+    pub(crate) fn find(&self, columns: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         let text = self.as_text(columns)?;
         let hashes = self.row_hashes(&text);
         Ok(hashes

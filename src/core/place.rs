@@ -20,7 +20,7 @@ pub struct RunPlace {
 impl RunPlace {
     /// The dq_error file of the run's rows of one kind (contributor ids are
     /// checked to be safe in paths), relative to the dq_error root.
-    pub fn dq_file(&self, kind: SetAside, contributor: &str) -> String {
+    pub(crate) fn dq_file(&self, kind: SetAside, contributor: &str) -> String {
         format!(
             "{}/date={}/contributor={contributor}/run={}/part-00000.csv",
             kind.kind(),
@@ -30,7 +30,7 @@ impl RunPlace {
     }
 
     /// The run's summary, relative to the dq_error root.
-    pub fn summary_path(&self, contributor: &str) -> String {
+    pub(crate) fn summary_path(&self, contributor: &str) -> String {
         format!(
             "summaries/date={}/contributor={contributor}/run={}.json",
             self.run_date, self.run_id
@@ -38,7 +38,7 @@ impl RunPlace {
     }
 
     /// The place of `run_key`'s run claimed on `run_date`.
-    pub fn for_run(run_key: &str, run_date: chrono::NaiveDate) -> RunPlace {
+    pub(crate) fn for_run(run_key: &str, run_date: chrono::NaiveDate) -> RunPlace {
         RunPlace {
             run_id: run_id_of(run_key),
             run_date: run_date.format("%Y-%m-%d").to_string(),
@@ -48,7 +48,7 @@ impl RunPlace {
     /// Checks a place read back from storage (`source` names where) for `run_key`:
     /// the id must be the one derived from the run key and the date a real date,
     /// so that nothing read back can steer a path.
-    pub fn checked(self, run_key: &str, source: &str) -> Result<RunPlace> {
+    pub(crate) fn checked(self, run_key: &str, source: &str) -> Result<RunPlace> {
         let expected = run_id_of(run_key);
         let date_ok = chrono::NaiveDate::parse_from_str(&self.run_date, "%Y-%m-%d")
             .is_ok_and(|d| d.format("%Y-%m-%d").to_string() == self.run_date);
@@ -66,7 +66,7 @@ impl RunPlace {
 }
 
 /// The stable run id of a run key: 16 hex digits of its SHA-256.
-pub fn run_id_of(run_key: &str) -> String {
+pub(crate) fn run_id_of(run_key: &str) -> String {
     hex::encode(Sha256::digest(run_key.as_bytes()))[..16].to_string()
 }
 

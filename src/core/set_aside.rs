@@ -13,10 +13,11 @@ pub enum SetAside {
 
 impl SetAside {
     /// Every kind, in order.
-    pub const ALL: [SetAside; 3] = [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending];
+    pub(crate) const ALL: [SetAside; 3] =
+        [SetAside::Quarantine, SetAside::Dropped, SetAside::Pending];
 
     /// The dq_error folder of this destination.
-    pub fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self {
             SetAside::Quarantine => "quarantine",
             SetAside::Dropped => "dropped",

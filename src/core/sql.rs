@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::stage::Stage;
 
 /// A session with silverline's settings.
-pub fn new_session() -> SessionContext {
+pub(crate) fn new_session() -> SessionContext {
     let mut config = SessionConfig::new();
     let options = config.options_mut();
     options.sql_parser.map_string_types_to_utf8view = false;
@@ -25,7 +25,10 @@ pub fn new_session() -> SessionContext {
 
 /// Runs `frame`, returning its rows under one plain schema: every field
 /// nullable and without metadata (the parts of a union may differ in both).
-pub async fn collect(frame: DataFrame, stage: Stage) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+pub(crate) async fn collect(
+    frame: DataFrame,
+    stage: Stage,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let planned = Arc::new(frame.schema().as_arrow().clone());
     let batches = frame.collect().await.map_err(Error::query(stage))?;
     let found = batches.first().map_or(planned, RecordBatch::schema);
@@ -46,7 +49,7 @@ pub async fn collect(frame: DataFrame, stage: Stage) -> Result<(SchemaRef, Vec<R
 
 /// Registers `batches` as the in-memory table `name`, spread over the
 /// session's partitions (replacing a table of that name).
-pub fn register_table(
+pub(crate) fn register_table(
     ctx: &SessionContext,
     name: &str,
     (schema, batches): (SchemaRef, Vec<RecordBatch>),
@@ -65,7 +68,7 @@ pub fn register_table(
 }
 
 /// Runs `frame` and registers its rows as the in-memory table `name`.
-pub async fn register_frame(
+pub(crate) async fn register_frame(
     ctx: &SessionContext,
     name: &str,
     frame: DataFrame,
@@ -76,11 +79,11 @@ pub async fn register_frame(
 }
 
 /// Quotes an SQL identifier.
-pub fn quote(name: &str) -> String {
+pub(crate) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// Quotes an SQL string literal.
-pub fn sql_string(value: &str) -> String {
+pub(crate) fn sql_string(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }

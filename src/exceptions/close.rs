@@ -8,12 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 
 use super::backlog::states;
 use super::store::{append_events, load_or_create_exceptions, read_events};
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
+use crate::core::digest::nul_terminated_hex;
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result, printable};
 use crate::infra::catalog::connect;
@@ -247,16 +247,14 @@ pub async fn ignore(plan: &Plan, ids: &[String], decision: &Decision) -> Result<
 /// The key of one `ignore` in the exception store's run ledger: the same
 /// exceptions ignored by the same person for the same reason are recorded once.
 fn ignore_run_key(ids: &[String], decision: &Decision) -> String {
-    let mut hash = Sha256::new();
-    for part in ids
+    let parts = ids
         .iter()
         .map(String::as_str)
-        .chain([decision.by.as_str(), decision.reason.as_str()])
-    {
-        hash.update(part.as_bytes());
-        hash.update([0]);
-    }
-    format!("ignore/{}", &hex::encode(hash.finalize())[..32])
+        .chain([decision.by.as_str(), decision.reason.as_str()]);
+    format!(
+        "ignore/{}",
+        &nul_terminated_hex(parts.map(str::as_bytes))[..32]
+    )
 }
 
 #[cfg(test)]

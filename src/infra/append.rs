@@ -52,7 +52,7 @@ pub struct JudgedOn {
 
 impl JudgedOn {
     /// The state `table` is in now.
-    pub fn of(table: &Table) -> JudgedOn {
+    pub(crate) fn of(table: &Table) -> JudgedOn {
         JudgedOn {
             snapshot_id: table.metadata().current_snapshot_id(),
         }
@@ -64,7 +64,7 @@ impl JudgedOn {
     /// snapshot's ancestry is walked back to the judged one (sequence numbers
     /// do not exist in format v1); if that one cannot be met (expired), the
     /// verdicts are taken as stale.
-    pub fn is_stale(&self, table: &Table, contributor: &str) -> bool {
+    pub(crate) fn is_stale(&self, table: &Table, contributor: &str) -> bool {
         let metadata = table.metadata();
         let mut next = metadata.current_snapshot_id();
         while let Some(id) = next {
@@ -98,7 +98,7 @@ fn adds_rows_of(snapshot: &iceberg::spec::Snapshot, contributor: &str) -> bool {
 /// One run's append: its key (also a snapshot property and a ledger entry),
 /// the snapshot properties and how many conflicts are retried.
 #[derive(Debug, Clone)]
-pub struct RunAppend<'a> {
+pub(crate) struct RunAppend<'a> {
     /// The run key; a ledger entry or snapshot carrying it means the run is in the table.
     pub run_key: &'a str,
     /// The run's place, kept in the ledger entry.
@@ -117,7 +117,7 @@ pub struct RunAppend<'a> {
 /// ledger entry, unless the run key is already there; conflicts are retried on
 /// a reloaded table, re-checking the run key (and whether the run's verdicts
 /// still hold) each time.
-pub async fn append_for_run(
+pub(crate) async fn append_for_run(
     catalog: &Arc<dyn Catalog>,
     ident: &TableIdent,
     data_files: Vec<DataFile>,
@@ -204,7 +204,7 @@ fn backoff(attempt: u32) -> Duration {
 }
 
 /// Deletes data files that will never be committed (best effort: an orphan is harmless).
-pub async fn discard_files(table: &Table, data_files: &[DataFile]) {
+pub(crate) async fn discard_files(table: &Table, data_files: &[DataFile]) {
     for file in data_files {
         if let Err(error) = table.file_io().delete(file.file_path()).await {
             tracing::warn!(path = file.file_path(), error = %error, "could not delete an uncommitted data file");

@@ -15,11 +15,11 @@ use crate::config::plan::S3Settings;
 use crate::error::{Error, Result};
 
 /// The region used when neither the config nor the AWS chain names one.
-pub const DEFAULT_REGION: &str = "us-east-1";
+pub(crate) const DEFAULT_REGION: &str = "us-east-1";
 
 /// The resolved AWS chain: a refreshing credentials provider and a region.
 #[derive(Debug, Clone)]
-pub struct AwsChain {
+pub(crate) struct AwsChain {
     provider: SharedCredentialsProvider,
     /// The region requests are signed for.
     pub region: String,
@@ -27,7 +27,7 @@ pub struct AwsChain {
 
 impl AwsChain {
     /// Loads the standard chain; `settings.region` wins over the chain's region.
-    pub async fn load(settings: &S3Settings) -> Result<AwsChain> {
+    pub(crate) async fn load(settings: &S3Settings) -> Result<AwsChain> {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(region) = &settings.region {
             loader = loader.region(aws_config::Region::new(region.clone()));
@@ -43,7 +43,7 @@ impl AwsChain {
     }
 
     /// Current credentials (refreshed by the provider when they expire).
-    pub async fn credentials(&self) -> Result<Credentials> {
+    pub(crate) async fn credentials(&self) -> Result<Credentials> {
         self.provider
             .provide_credentials()
             .await
@@ -51,7 +51,7 @@ impl AwsChain {
     }
 
     /// The chain as an `object_store` credential provider.
-    pub fn object_store_provider(&self) -> Arc<ObjectStoreCredentials> {
+    pub(crate) fn object_store_provider(&self) -> Arc<ObjectStoreCredentials> {
         Arc::new(ObjectStoreCredentials(self.provider.clone()))
     }
 }
@@ -67,7 +67,7 @@ fn missing_credentials(reason: &str) -> Error {
 
 /// Adapts the AWS chain to `object_store`'s credential provider.
 #[derive(Debug)]
-pub struct ObjectStoreCredentials(SharedCredentialsProvider);
+pub(crate) struct ObjectStoreCredentials(SharedCredentialsProvider);
 
 #[async_trait]
 impl object_store::CredentialProvider for ObjectStoreCredentials {

@@ -66,7 +66,10 @@ pub async fn connect(spec: &CatalogSpec, stores: &Stores) -> Result<Arc<dyn Cata
 /// Connects for a dry run, which must create nothing: a SQLite catalog whose
 /// database file does not exist yet is not created; the run sees an empty
 /// in-memory catalog instead (no namespace, no table).
-pub async fn connect_for_dry_run(spec: &CatalogSpec, stores: &Stores) -> Result<Arc<dyn Catalog>> {
+pub(crate) async fn connect_for_dry_run(
+    spec: &CatalogSpec,
+    stores: &Stores,
+) -> Result<Arc<dyn Catalog>> {
     let missing = match spec {
         CatalogSpec::Sql { uri, .. } => uri.strip_prefix("sqlite://").is_some_and(|rest| {
             let path = rest.split('?').next().unwrap_or(rest);
@@ -107,7 +110,7 @@ fn create_sqlite_folder(uri: &str) -> Result<()> {
 }
 
 /// The exception store's identifier.
-pub fn exceptions_ident(plan: &Plan) -> TableIdent {
+pub(crate) fn exceptions_ident(plan: &Plan) -> TableIdent {
     TableIdent::new(
         NamespaceIdent::new(plan.exceptions.namespace.clone()),
         plan.exceptions.name.clone(),
@@ -130,7 +133,10 @@ const CREATE_ATTEMPTS: u32 = 5;
 /// Loads the Silver table, creating its namespace and the table from the
 /// contract if missing, and evolves its schema to the contract's (its own
 /// commit; an incompatible contract is refused: see [`evolve`]).
-pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result<EvolvedTable> {
+pub(crate) async fn load_or_create_silver(
+    catalog: &dyn Catalog,
+    plan: &Plan,
+) -> Result<EvolvedTable> {
     let ident = table_ident(&plan.table);
     let table = load_or_create_table(
         catalog,
@@ -145,7 +151,7 @@ pub async fn load_or_create_silver(catalog: &dyn Catalog, plan: &Plan) -> Result
 
 /// What the columns of a table found in the catalog must be.
 #[derive(Debug, Clone, Copy)]
-pub enum Columns<'a> {
+pub(crate) enum Columns<'a> {
     /// Exactly those it is created with; a difference is a configuration
     /// error naming this setting.
     Exactly(&'a str),
@@ -155,7 +161,7 @@ pub enum Columns<'a> {
 }
 
 /// How to create a table: called for each attempt (a creation is used up).
-pub type MakeCreation<'a> = &'a (dyn Fn() -> iceberg::Result<TableCreation> + Sync);
+pub(crate) type MakeCreation<'a> = &'a (dyn Fn() -> iceberg::Result<TableCreation> + Sync);
 
 /// Loads a table silverline owns, creating its namespace and the table from
 /// `creation` if missing; a table found with other `columns` is refused, and
@@ -163,7 +169,7 @@ pub type MakeCreation<'a> = &'a (dyn Fn() -> iceberg::Result<TableCreation> + Sy
 /// Creating is refused when the table's location already holds Iceberg
 /// metadata (a catalog that lost the table: see [`adopt_tables`]).
 /// Retried, for runs that create the table at the same moment.
-pub async fn load_or_create_table(
+pub(crate) async fn load_or_create_table(
     catalog: &dyn Catalog,
     plan: &Plan,
     ident: &TableIdent,
@@ -306,7 +312,7 @@ async fn ensure_properties(
 /// neither its namespace nor the table created and no property set; `None`
 /// when it does not exist yet. A location holding Iceberg metadata the
 /// catalog does not know is refused, as a run refuses it.
-pub async fn load_silver_if_any(
+pub(crate) async fn load_silver_if_any(
     catalog: &dyn Catalog,
     plan: &Plan,
 ) -> Result<Option<EvolvedTable>> {
@@ -377,7 +383,7 @@ async fn load_table_checked(
 
 /// What `check-config` found of Silver.
 #[derive(Debug)]
-pub enum SilverCheck {
+pub(crate) enum SilverCheck {
     /// The catalog or the storage could not be reached (why): nothing compared.
     Unreachable(String),
     /// Not created yet: the first run creates it from the contract.
@@ -392,7 +398,7 @@ const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Compares the contract with Silver when the catalog can be reached,
 /// creating and changing nothing (not even a SQLite catalog that does not
 /// exist yet). A contract Silver cannot evolve to is a configuration error.
-pub async fn check_silver(plan: &Plan) -> Result<SilverCheck> {
+pub(crate) async fn check_silver(plan: &Plan) -> Result<SilverCheck> {
     let found = tokio::time::timeout(CHECK_TIMEOUT, async {
         let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
         let catalog = connect_for_dry_run(&plan.catalog, &stores).await?;
@@ -480,7 +486,7 @@ fn silver_properties(plan: &Plan) -> HashMap<String, String> {
 
 /// Properties of every table silverline creates: Iceberg's own commit retries
 /// off, since silverline retries commits itself, re-checking the run key.
-pub fn owned_table_properties() -> HashMap<String, String> {
+pub(crate) fn owned_table_properties() -> HashMap<String, String> {
     HashMap::from([(
         NO_ICEBERG_RETRIES.0.to_string(),
         NO_ICEBERG_RETRIES.1.to_string(),
@@ -609,7 +615,7 @@ fn fork_refused(plan: &Plan, ident: &TableIdent, location: &str, files: &[Metada
 
 /// What `adopt-table` did with one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Adoption {
+pub(crate) enum Adoption {
     /// The catalog has the table: nothing done.
     InCatalog {
         /// The table.
@@ -659,7 +665,7 @@ impl std::fmt::Display for Adoption {
 /// exception store) that it lacks but whose location holds their metadata,
 /// each at its newest metadata file, or at `chosen` (a metadata file URL)
 /// for the table it belongs to. Fails if Silver is found nowhere.
-pub async fn adopt_tables(plan: &Plan, chosen: Option<&str>) -> Result<Vec<Adoption>> {
+pub(crate) async fn adopt_tables(plan: &Plan, chosen: Option<&str>) -> Result<Vec<Adoption>> {
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let catalog = connect(&plan.catalog, &stores).await?;
     let idents = [table_ident(&plan.table), exceptions_ident(plan)];

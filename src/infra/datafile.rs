@@ -62,7 +62,7 @@ pub async fn write_silver_files(
 /// `table` relocated to the local folder `scratch`: data files written for
 /// it land there (a dry run's, counted and then deleted with the folder),
 /// never in the warehouse, and cost no memory.
-pub fn in_scratch(table: &Table, scratch: &std::path::Path) -> Result<Table> {
+pub(crate) fn in_scratch(table: &Table, scratch: &std::path::Path) -> Result<Table> {
     let target = table.identifier().to_string();
     let location = format!("file://{}", scratch.display());
     let metadata = TableMetadataBuilder::new_from_metadata(table.metadata().clone(), None)

@@ -156,14 +156,14 @@ pub async fn evolve(catalog: &dyn Catalog, plan: &Plan, mut table: Table) -> Res
 }
 
 /// Refuses a contract `table` cannot evolve to, naming every column at fault.
-pub fn check(plan: &Plan, table: &Table) -> Result<()> {
+pub(crate) fn check(plan: &Plan, table: &Table) -> Result<()> {
     target_schema(plan, table).map(|_| ())
 }
 
 /// `table` as the contract wants it, in memory and committed nowhere: what
 /// a dry run judges against and `check-config` reports. Incompatible
 /// differences are refused as [`evolve`] refuses them.
-pub fn preview(plan: &Plan, table: Table) -> Result<EvolvedTable> {
+pub(crate) fn preview(plan: &Plan, table: Table) -> Result<EvolvedTable> {
     let Some(target) = target_schema(plan, &table)? else {
         return Ok(EvolvedTable {
             table,
@@ -428,7 +428,7 @@ async fn commit_schema(
 /// committed under, which lacks what was added since; until the next data
 /// commit, Silver's current snapshot is such a one (the only case in which
 /// the metadata is rewritten here).
-pub fn read_with_current_schema(table: &Table) -> Result<Table> {
+pub(crate) fn read_with_current_schema(table: &Table) -> Result<Table> {
     let metadata = table.metadata();
     let current = metadata.current_schema_id();
     let read_as_current = metadata

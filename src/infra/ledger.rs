@@ -18,18 +18,18 @@ use crate::error::{Error, Result};
 pub const RUN_KEY_PROPERTY: &str = "silverline.run-key";
 
 /// Snapshot property holding the run id.
-pub const RUN_ID_PROPERTY: &str = "silverline.run-id";
+pub(crate) const RUN_ID_PROPERTY: &str = "silverline.run-id";
 
 /// Prefix of the ledger's table properties; the run key follows it.
-pub const LEDGER_PREFIX: &str = "silverline.committed.";
+pub(crate) const LEDGER_PREFIX: &str = "silverline.committed.";
 
 /// The ledger property of `run_key`.
-pub fn ledger_key(run_key: &str) -> String {
+pub(crate) fn ledger_key(run_key: &str) -> String {
     format!("{LEDGER_PREFIX}{run_key}")
 }
 
 /// The ledger property value of a place.
-pub fn ledger_value(place: &RunPlace) -> Result<String> {
+pub(crate) fn ledger_value(place: &RunPlace) -> Result<String> {
     serde_json::to_string(place).map_err(|source| Error::Encode {
         what: "ledger entry",
         source,
@@ -38,7 +38,7 @@ pub fn ledger_value(place: &RunPlace) -> Result<String> {
 
 /// Proof that a run key is in a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommittedRecord {
+pub(crate) struct CommittedRecord {
     /// The snapshot that committed it, while the table still has it.
     pub snapshot_id: Option<i64>,
     /// The run's place, from the ledger (None for runs committed before it).
@@ -47,7 +47,7 @@ pub struct CommittedRecord {
 
 /// Whether `run_key` is committed to `table`: by its ledger entry, or by a
 /// snapshot carrying it (tables committed before the ledger).
-pub fn find_committed(table: &Table, run_key: &str) -> Result<Option<CommittedRecord>> {
+pub(crate) fn find_committed(table: &Table, run_key: &str) -> Result<Option<CommittedRecord>> {
     let snapshot_id = snapshot_with_run_key(table, run_key);
     let place = match table.metadata().properties().get(&ledger_key(run_key)) {
         Some(value) => Some(parse_entry(table, run_key, value)?),
@@ -73,7 +73,7 @@ fn parse_entry(table: &Table, run_key: &str, value: &str) -> Result<RunPlace> {
 }
 
 /// The snapshot of `table` whose summary carries `run_key`, if it is still there.
-pub fn snapshot_with_run_key(table: &Table, run_key: &str) -> Option<i64> {
+pub(crate) fn snapshot_with_run_key(table: &Table, run_key: &str) -> Option<i64> {
     table
         .metadata()
         .snapshots()
@@ -89,7 +89,7 @@ pub fn snapshot_with_run_key(table: &Table, run_key: &str) -> Option<i64> {
 
 /// The ledger entries missing for runs whose snapshots still carry their key
 /// (run keys with their places), so that expiring those snapshots loses nothing.
-pub fn unledgered_runs(table: &Table) -> Vec<(String, RunPlace)> {
+pub(crate) fn unledgered_runs(table: &Table) -> Vec<(String, RunPlace)> {
     let properties = table.metadata().properties();
     let mut missing: Vec<(String, RunPlace)> = table
         .metadata()

@@ -45,7 +45,11 @@ impl<'a> PinnedCatalog<'a> {
     /// `table` with `state`: iceberg-rust's `Transaction::commit` reloads the
     /// table and derives its updates from what it loads, so a transaction
     /// begun on `state` commits the updates its actions derive from `state`.
-    pub fn serving(inner: &'a dyn Catalog, table: &Table, state: Table) -> PinnedCatalog<'a> {
+    pub(crate) fn serving(
+        inner: &'a dyn Catalog,
+        table: &Table,
+        state: Table,
+    ) -> PinnedCatalog<'a> {
         PinnedCatalog {
             serves: Some(state),
             ..PinnedCatalog::on(inner, table)

@@ -43,7 +43,7 @@ impl Stores {
 
     /// Opens the location named by `url` (`file:///...`, `memory://`, `s3://bucket/prefix`);
     /// `setting` names the config key it came from, for error messages.
-    pub fn open(&self, url: &str, setting: &str) -> Result<Location> {
+    pub(crate) fn open(&self, url: &str, setting: &str) -> Result<Location> {
         let parsed = Url::parse(url).map_err(|e| Error::Usage {
             arg: setting.to_string(),
             reason: format!("'{url}' is not a valid URL: {e}"),
@@ -97,7 +97,7 @@ impl Stores {
     }
 
     /// Iceberg FileIO properties: the same endpoint, region, addressing and identity.
-    pub async fn fileio_properties(&self) -> Result<Vec<(String, String)>> {
+    pub(crate) async fn fileio_properties(&self) -> Result<Vec<(String, String)>> {
         let Some(aws) = &self.aws else {
             return Ok(Vec::new());
         };
@@ -140,21 +140,19 @@ pub struct Location {
 
 /// An object found under a prefix.
 #[derive(Debug, Clone)]
-pub struct ListedObject {
+pub(crate) struct ListedObject {
     /// Path relative to the location's root.
     pub relative: String,
-    /// Size in bytes.
-    pub size: u64,
 }
 
 impl Location {
     /// The URL of `relative` under this root, for messages and summaries.
-    pub fn url_of(&self, relative: &str) -> String {
+    pub(crate) fn url_of(&self, relative: &str) -> String {
         format!("{}/{}", self.url, relative)
     }
 
     /// The path of `url` relative to this root, if it lies under it.
-    pub fn relative_path<'a>(&self, url: &'a str) -> Option<&'a str> {
+    pub(crate) fn relative_path<'a>(&self, url: &'a str) -> Option<&'a str> {
         url.strip_prefix(&self.url)?.strip_prefix('/')
     }
 
@@ -176,7 +174,7 @@ impl Location {
     }
 
     /// Writes `bytes` to `relative`, replacing what is there.
-    pub async fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<()> {
+    pub(crate) async fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<()> {
         self.store
             .put(&self.path(relative), PutPayload::from(bytes))
             .await
@@ -185,7 +183,7 @@ impl Location {
     }
 
     /// Writes `bytes` to `relative` only if nothing is there; returns false if something was.
-    pub async fn put_if_absent(&self, relative: &str, bytes: Vec<u8>) -> Result<bool> {
+    pub(crate) async fn put_if_absent(&self, relative: &str, bytes: Vec<u8>) -> Result<bool> {
         let options = PutOptions {
             mode: PutMode::Create,
             ..PutOptions::default()
@@ -204,7 +202,7 @@ impl Location {
     }
 
     /// Deletes the object at `relative`; nothing there is fine.
-    pub async fn delete(&self, relative: &str) -> Result<()> {
+    pub(crate) async fn delete(&self, relative: &str) -> Result<()> {
         match self.store.delete(&self.path(relative)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(source) => Err(Error::storage("delete", self.describe(relative))(source)),
@@ -212,7 +210,7 @@ impl Location {
     }
 
     /// Reads the whole object at `relative`; `None` if it does not exist.
-    pub async fn get_opt(&self, relative: &str) -> Result<Option<Bytes>> {
+    pub(crate) async fn get_opt(&self, relative: &str) -> Result<Option<Bytes>> {
         match self.store.get(&self.path(relative)).await {
             Ok(result) => result
                 .bytes()
@@ -225,7 +223,7 @@ impl Location {
     }
 
     /// Reads the whole object at `relative`.
-    pub async fn get(&self, relative: &str) -> Result<Bytes> {
+    pub(crate) async fn get(&self, relative: &str) -> Result<Bytes> {
         self.store
             .get(&self.path(relative))
             .await
@@ -236,7 +234,7 @@ impl Location {
     }
 
     /// Lists every object under `prefix`, sorted by path.
-    pub async fn list(&self, prefix: &str) -> Result<Vec<ListedObject>> {
+    pub(crate) async fn list(&self, prefix: &str) -> Result<Vec<ListedObject>> {
         let prefix_path = self.path(prefix);
         let metas: Vec<_> = self
             .store
@@ -255,7 +253,6 @@ impl Location {
                     .unwrap_or(meta.location.as_ref())
                     .trim_start_matches('/')
                     .to_string(),
-                size: meta.size,
             })
             .collect();
         objects.sort_by(|a, b| a.relative.cmp(&b.relative));

@@ -22,12 +22,12 @@ use futures::TryStreamExt;
 use iceberg::expr::Reference;
 use iceberg::spec::Datum;
 use iceberg::table::Table;
-use sha2::{Digest, Sha256};
 
 use super::metrics::{committed_metric_columns, committed_metrics, metrics_by_period_sql};
 use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
+use crate::core::digest::nul_terminated_hex;
 use crate::core::sql::new_session;
 use crate::core::sql::{quote, register_frame, sql_string};
 use crate::error::{Error, Result};
@@ -164,18 +164,13 @@ impl ComparedMonths {
 
     /// Where a month's metrics are kept: addressed by the queries and the files.
     fn kept_path(&self, rows_sql: &str, files: &[String]) -> String {
-        let mut hash = Sha256::new();
-        for part in [rows_sql, self.by_period.as_str()]
+        let parts = [rows_sql, self.by_period.as_str()]
             .into_iter()
-            .chain(files.iter().map(String::as_str))
-        {
-            hash.update(part.as_bytes());
-            hash.update([0]);
-        }
+            .chain(files.iter().map(String::as_str));
         format!(
             "metrics/contributor={}/{}.arrow",
             self.contributor,
-            hex::encode(hash.finalize())
+            nul_terminated_hex(parts.map(str::as_bytes))
         )
     }
 }
