@@ -204,8 +204,9 @@ async fn stages(
 ) -> Result<()> {
     let clock = Instant::now();
     progress.stage(Stage::Read);
-    let batch = read::read_drop(&context.plan.contract, &std::mem::take(&mut claim.files))?;
-    batch.record(summary);
+    let first = read::read_drop(&context.plan.contract, &std::mem::take(&mut claim.files))?;
+    first.record(summary);
+    let mut batch = Some(first);
     lap(summary, Stage::Read, clock);
     let mut references = References::Loading(references);
     let mut silver = context.silver.clone();
@@ -213,10 +214,18 @@ async fn stages(
         summary.judgements = judgement;
         let judged_on = JudgedOn::of(&silver);
         let on = (&silver, &mut references);
+        // Judged again: the drop is read anew, not kept for the rare race.
+        let this = match batch.take() {
+            Some(batch) => batch,
+            None => read::read_drop(
+                &context.plan.contract,
+                &claim::refetch(context, &claim).await?,
+            )?,
+        };
         let judged = judge::judge_and_write(
             context,
             on,
-            &batch,
+            this,
             rules,
             &claim,
             (options, summary, progress),
@@ -227,7 +236,7 @@ async fn stages(
         if options.dry_run {
             summary.status = RunStatus::DryRun;
             tracing::info!(would_commit = judged.balanced.silver(), table = %table_ident(&context.plan.table), "dry run: nothing committed");
-            // Its data files were written in memory: nothing to discard.
+            // Its data files went to a scratch folder, already deleted.
             return Ok(());
         }
         match commit::commit_run(context, &claim, judged, judged_on, (options, summary)).await? {
