@@ -82,7 +82,8 @@ pub struct RunOutcome {
     pub summary_url: Option<String>,
 }
 
-/// Runs one drop through every stage.
+/// Runs one drop through every stage, then pushes its metrics when
+/// `[metrics_push]` names a Pushgateway (never for a dry run).
 pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let span = tracing::info_span!(
         "run",
