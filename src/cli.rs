@@ -234,9 +234,7 @@ pub enum ExceptionsCommand {
     },
 }
 
-/// Exit code of a run that found, at commit time, that a concurrent run of the
-/// same drop had committed it: nothing was added (see README, exit codes).
-pub const EXIT_COMMITTED_CONCURRENTLY: u8 = 4;
+pub use crate::error::EXIT_COMMITTED_CONCURRENTLY;
 
 /// Executes the parsed command; returns the exit code of a command that did not fail.
 pub async fn run(cli: Cli) -> Result<u8> {

@@ -29,6 +29,10 @@ impl ErrorClass {
     }
 }
 
+/// Exit code of a run that found, at commit time, that a concurrent run of the
+/// same drop had committed it: nothing was added (see README, exit codes).
+pub const EXIT_COMMITTED_CONCURRENTLY: u8 = 4;
+
 /// Everything that can stop a run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

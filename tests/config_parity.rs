@@ -137,6 +137,16 @@ const CORPUS: &[Case] = &[
         "average_periods = 0",
     ),
     valid("no lookback", "lookback_months = 3", "lookback_months = 0"),
+    case(
+        "Pushgateway URL without a scheme",
+        "[aggregates]",
+        "[metrics_push]\nurl = \"127.0.0.1:9091\"\n\n[aggregates]",
+    ),
+    valid(
+        "Pushgateway that nobody runs",
+        "[aggregates]",
+        "[metrics_push]\nurl = \"http://127.0.0.1:9\"\ntimeout_seconds = 1\n\n[aggregates]",
+    ),
 ];
 
 #[test]

@@ -8,6 +8,7 @@ use std::path::Path;
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::engine::{NOT_NULL_RULE, engine_rules, name_clash};
 use crate::config::locations::{catalog_spec, resolve_location};
+use crate::config::metrics_push::MetricsPush;
 use crate::config::plan::{
     ContributorTypes, ExceptionsSpec, PartitionTransform, Plan, Reference, ReferenceFormat,
     S3Settings, StorageSpec, TableSpec,
@@ -30,6 +31,7 @@ impl Plan {
         let contributors = check_contributors(&raw.contributors, &mut problems);
         let references = check_references(&raw, &contract, base, &mut problems);
         check_aggregates(&raw.aggregates, &mut problems);
+        let metrics_push = MetricsPush::check(&raw.metrics_push, &mut problems);
         let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
         let (metrics, rules) = match row_checker {
@@ -84,6 +86,7 @@ impl Plan {
                 .location
                 .as_deref()
                 .map(|l| resolve_location(l, base)),
+            metrics_push,
             mask_sensitive: raw.quarantine.mask_sensitive,
             exceptions: ExceptionsSpec {
                 namespace: raw.table.namespace.clone(),

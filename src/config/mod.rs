@@ -10,6 +10,7 @@ pub mod checks;
 pub mod contract;
 pub mod engine;
 pub mod locations;
+pub mod metrics_push;
 pub mod plan;
 pub mod raw;
 pub mod rules;

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::config::contract::Contract;
+use crate::config::metrics_push::MetricsPush;
 use crate::config::rules::{Metric, Rule};
 
 /// A partition transform of the Silver table.
@@ -188,6 +189,8 @@ pub struct Plan {
     pub commit_attempts: u32,
     /// Folder URL of OpenLineage run events, if they are wanted.
     pub lineage_location: Option<String>,
+    /// The Pushgateway each run's metrics go to, if any.
+    pub metrics_push: Option<MetricsPush>,
     /// Whether sensitive columns are masked in dq_error files.
     pub mask_sensitive: bool,
     /// The exception store.

@@ -47,6 +47,9 @@ pub struct SilverlineConfig {
     /// OpenLineage run events. Default: none written.
     #[serde(default)]
     pub lineage: LineageConfig,
+    /// Each run's metrics pushed to a Prometheus Pushgateway. Default: none pushed.
+    #[serde(default)]
+    pub metrics_push: MetricsPushConfig,
     /// How rows set aside are written. Default: sensitive columns written as received.
     #[serde(default)]
     pub quarantine: QuarantineConfig,
@@ -98,6 +101,22 @@ pub struct LineageConfig {
     /// Folder (path or URL) where START / COMPLETE / FAIL events are written as JSON files. Default: none.
     #[serde(default)]
     pub location: Option<String>,
+}
+
+/// A Prometheus Pushgateway that receives each run's metrics.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsPushConfig {
+    /// The Pushgateway's base URL (`http://pushgateway:9091`). Default: none
+    /// (nothing pushed); an empty value pushes nothing either.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The `job` grouping label. Default: `silverline`.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// Seconds one push may take before it is given up. Default: 5.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
 }
 
 /// Commit retries.

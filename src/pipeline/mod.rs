@@ -20,6 +20,7 @@ pub mod hooks;
 mod judge;
 pub mod lineage;
 pub mod mask;
+pub mod pushgateway;
 pub mod read;
 mod recovery;
 pub mod route;
@@ -81,16 +82,8 @@ pub struct RunOutcome {
     pub summary_url: Option<String>,
 }
 
-impl RunOutcome {
-    fn unwritten(summary: Summary) -> RunOutcome {
-        RunOutcome {
-            summary,
-            summary_url: None,
-        }
-    }
-}
-
-/// Runs one drop through every stage.
+/// Runs one drop through every stage, then pushes its metrics when
+/// `[metrics_push]` names a Pushgateway (never for a dry run).
 pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let span = tracing::info_span!(
         "run",
@@ -102,7 +95,7 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 }
 
 /// [`run`], inside the run's span (every log line carries contributor, drop
-/// and run id): open, claim, process, then write the summary.
+/// and run id): the run, then its metrics pushed (a dry run's excepted).
 async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
     let (contributor_type, mut rules) = plan.rules_for(&drop.contributor)?;
@@ -113,6 +106,24 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
         rules.retain(|r| is_engine_rule(&r.name));
     }
     let mut summary = Summary::new(plan, drop, contributor_type, &rules);
+    let result = open_and_run(plan, drop, options, &rules, (&mut summary, started)).await;
+    if !options.dry_run {
+        pushgateway::push(plan, &summary, result.as_ref().err()).await;
+    }
+    result.map(|summary_url| RunOutcome {
+        summary,
+        summary_url,
+    })
+}
+
+/// Open, claim, process, then write the summary; returns where it was written.
+async fn open_and_run(
+    plan: &Plan,
+    drop: &DropRef,
+    options: &RunOptions,
+    rules: &[&Rule],
+    (summary, started): (&mut Summary, Instant),
+) -> Result<Option<String>> {
     let context = context::open(plan, drop, options.dry_run).await?;
     summary.schema_evolution = context.evolution.clone();
     // The references' keys do not depend on the drop: they load while the
@@ -120,7 +131,7 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
     let references = Background::spawn(
         "loading the references",
         evaluate::reference::load_known_keys(
-            evaluate::references_read_by(plan, &rules),
+            evaluate::references_read_by(plan, rules),
             evaluate::reference::ReferenceSources {
                 stores: context.stores.clone(),
                 catalog: context.catalog.clone(),
@@ -130,35 +141,36 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
     let claim = match claim::claim_run(&context, options.dry_run).await {
         Ok(Claimed::Fresh(claim)) => claim,
         Ok(Claimed::AlreadyCommitted(committed)) => {
-            recovery::already_committed(&context, &mut summary, committed, options).await?;
-            return Ok(RunOutcome::unwritten(summary));
+            recovery::already_committed(&context, summary, committed, options).await?;
+            return Ok(None);
         }
         Err(error) => {
-            recovery::record_failed_claim(&context.dq_out, &mut summary, &error).await;
+            recovery::record_failed_claim(&context.dq_out, summary, &error).await;
             return Err(error);
         }
     };
-    time(&mut summary, Stage::Claim, started);
-    claim.record(&mut summary);
+    time(summary, Stage::Claim, started);
+    claim.record(summary);
     if !options.dry_run {
-        lineage::emit(plan, &context.stores, &summary).await;
+        lineage::emit(plan, &context.stores, summary).await;
     }
     let summary_path = claim.summary_path();
-    let result = process(&context, (claim, references), &rules, options, &mut summary).await;
+    let result = process(&context, (claim, references), rules, options, summary).await;
     summary.finished_at = Some(now());
-    time(&mut summary, Stage::Total, started);
+    time(summary, Stage::Total, started);
     finish(&context, summary, &summary_path, result, options).await
 }
 
 /// The run's record: a failed run's error in its summary; a concurrent
-/// winner's, a crash's and a dry run's summary never written.
+/// winner's, a crash's and a dry run's summary never written. Returns where
+/// it was written.
 async fn finish(
     context: &Context<'_>,
-    mut summary: Summary,
+    summary: &mut Summary,
     path: &str,
     result: Result<()>,
     options: &RunOptions,
-) -> Result<RunOutcome> {
+) -> Result<Option<String>> {
     if let Err(error) = &result {
         summary.status = RunStatus::Failed;
         summary.error = Some(error.to_string());
@@ -166,16 +178,13 @@ async fn finish(
     let unwritten = summary.status == RunStatus::CommittedConcurrently || options.dry_run;
     if unwritten || hooks::is_crash(&result) {
         result?;
-        return Ok(RunOutcome::unwritten(summary));
+        return Ok(None);
     }
     hooks::crash_if(options, CrashPoint::DuringSummary)?;
-    lineage::emit(context.plan, &context.stores, &summary).await;
+    lineage::emit(context.plan, &context.stores, summary).await;
     let written = summary.write(&context.dq_error, path).await;
     result?;
-    Ok(RunOutcome {
-        summary,
-        summary_url: Some(written?),
-    })
+    written.map(Some)
 }
 
 /// read -> (baseline -> evaluate -> route -> write -> balance -> commit),
