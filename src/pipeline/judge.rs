@@ -77,7 +77,8 @@ pub(super) async fn judge_and_write(
         &batch.rows,
         evaluate::committed::CommittedSources {
             silver,
-            dq_error: &context.dq_out,
+            dq_error: &context.dq_error,
+            keep: !options.dry_run,
         },
     )?;
     let baselined = baseline::load_baseline(

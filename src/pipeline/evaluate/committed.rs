@@ -54,6 +54,9 @@ pub struct CommittedSources<'a> {
     pub silver: &'a Table,
     /// The dq_error root, under which computed months are kept.
     pub dq_error: &'a Location,
+    /// Whether months measured now are kept there (a dry run reads kept
+    /// months but writes none).
+    pub keep: bool,
 }
 
 /// Starts computing, in the background, the committed periods the drop's
@@ -74,11 +77,11 @@ pub fn start_committed_periods(
     };
     let months = ComparedMonths::new(plan, contributor, window);
     let silver = sources.silver.clone();
-    let dq_error = sources.dq_error.clone();
+    let (dq_error, keep) = (sources.dq_error.clone(), sources.keep);
     let contract = plan.contract.clone();
     Ok(Some(Background::spawn(
         "measuring the committed periods",
-        async move { months.compute(&contract, &silver, &dq_error).await },
+        async move { months.compute(&contract, &silver, (&dq_error, keep)).await },
     )))
 }
 
@@ -110,12 +113,13 @@ impl ComparedMonths {
         }
     }
 
-    /// Every month's metrics: kept ones read back, the others computed and kept.
+    /// Every month's metrics: kept ones read back, the others computed (and
+    /// kept, if `keep`).
     async fn compute(
         &self,
         contract: &Contract,
         silver: &Table,
-        dq_error: &Location,
+        (dq_error, keep): (&Location, bool),
     ) -> Result<CommittedPeriods> {
         let ctx = new_session();
         register_history_source(&ctx, contract, silver).await?;
@@ -128,7 +132,9 @@ impl ComparedMonths {
                 continue;
             }
             let batch = self.measure(&ctx, rows_sql).await?;
-            keep(dq_error, &kept, &batch).await;
+            if keep {
+                keep_measured(dq_error, &kept, &batch).await;
+            }
             batches.push(batch);
         }
         let schema = match batches.first() {
@@ -266,7 +272,7 @@ async fn read_kept(dq_error: &Location, path: &str) -> Option<RecordBatch> {
 }
 
 /// Keeps a month's metrics for later runs; a failure only costs them time.
-async fn keep(dq_error: &Location, path: &str, batch: &RecordBatch) {
+async fn keep_measured(dq_error: &Location, path: &str, batch: &RecordBatch) {
     let mut bytes = Vec::new();
     let written = FileWriter::try_new(&mut bytes, &batch.schema()).and_then(|mut writer| {
         writer.write(batch)?;
