@@ -7,8 +7,8 @@ mod harness;
 
 use assert_cmd::Command;
 use harness::{
-    everything_written, month, output, project, put_drop, run_args, sensitive_values, silverline,
-    walk,
+    everything_written, month, output, project, put_drop, rule_outcome, run_args, sensitive_values,
+    silverline, summary_of, walk,
 };
 use silverline::demo::generate::{Portfolio, Statement, mis_map_limits, to_csv};
 
@@ -488,4 +488,43 @@ fn backlog_and_replay_work_the_pending_rows_of_a_reference_lag() {
     let again =
         output(&silverline(&["replay", "--config", config, "--contributor", "BANK_L"]).success());
     assert!(again.contains("nothing to replay"), "{again}");
+}
+
+#[test]
+fn a_stale_resend_of_last_month_is_set_aside_whole_by_the_shipped_rules() {
+    let (tmp, config) = project(|t| t);
+    let mut bank = Portfolio::new("BANK_R", 40, false, 8);
+    let january = bank.statements(month(2026, 1), false);
+    let february = bank.statements(month(2026, 2), false);
+    // March is February's file under March's date.
+    let march: Vec<Statement> = february
+        .iter()
+        .map(|row| Statement {
+            date: silverline::demo::generate::month_end(month(2026, 3)),
+            ..row.clone()
+        })
+        .collect();
+    for (drop_id, rows) in [
+        ("2026-01", &january),
+        ("2026-02", &february),
+        ("2026-03", &march),
+    ] {
+        put_drop(tmp.path(), "BANK_R", drop_id, rows);
+    }
+    let config = config.to_str().unwrap();
+    for drop_id in ["2026-01", "2026-02"] {
+        let text = output(&silverline(&run_args(config, "BANK_R", drop_id)).success());
+        assert!(text.contains("committed 40 rows"), "{drop_id}: {text}");
+    }
+    let text = output(&silverline(&run_args(config, "BANK_R", "2026-03")).success());
+    assert!(text.contains("committed 0 rows"), "{text}");
+    let summary = summary_of(tmp.path(), "2026-03");
+    assert_eq!(summary["counts"]["quarantined"], 40);
+    assert_eq!(rule_outcome(&summary, "stale_resend")["failed"], 40);
+    assert_eq!(summary["aggregates"][0]["metrics"]["unchanged_share"], 1.0);
+    let february_summary = summary_of(tmp.path(), "2026-02");
+    let share = february_summary["aggregates"][0]["metrics"]["unchanged_share"]
+        .as_f64()
+        .unwrap();
+    assert!(share < 0.5, "a real month moves: {share}");
 }
