@@ -195,7 +195,11 @@ fn check_config_names_the_culprit_of_each_error_class() {
             "row rule that aggregates",
             ",credit_limit = product_limit + temporary_limit,critical,",
             ",sum(credit_limit) > 0,critical,",
-            &["credit_rules.csv:7", "consistency", "measure it as a metric"],
+            &[
+                "credit_rules.csv:7",
+                "consistency",
+                "measure it as a metric",
+            ],
         ),
     ];
     for (class, from, to, expected) in cases {

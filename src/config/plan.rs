@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::config::contract::Contract;
-use crate::config::rules::{Metric, Rule};
+use crate::config::rules::{Completeness, Metric, Rule};
 
 /// A partition transform of the Silver table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +182,9 @@ pub struct Plan {
     pub metrics: Vec<Metric>,
     /// How many previous periods `avg_<metric>` averages.
     pub average_periods: u32,
+    /// Which entities a period is expected to declare; `None`: missing
+    /// entities are not looked for.
+    pub completeness: Option<Completeness>,
     /// Reference tables.
     pub references: Vec<Reference>,
     /// How many times a conflicting commit is tried in all.

@@ -38,6 +38,10 @@ pub struct SilverlineConfig {
     /// How aggregate rules look back. Default: averages over 3 periods.
     #[serde(default)]
     pub aggregates: AggregatesConfig,
+    /// Which entities each period of a drop is expected to declare. Default:
+    /// none (no entity is expected: missing entities are not looked for).
+    #[serde(default)]
+    pub completeness: Option<CompletenessConfig>,
     /// Reference tables that reference rules join to (LEFT join). Default: none.
     #[serde(default)]
     pub references: Vec<ReferenceConfig>,
@@ -98,6 +102,18 @@ pub struct LineageConfig {
     /// Folder (path or URL) where START / COMPLETE / FAIL events are written as JSON files. Default: none.
     #[serde(default)]
     pub location: Option<String>,
+}
+
+/// Completeness against the previous state: an entity whose latest state
+/// before a period is open and that the drop does not declare for that period
+/// is missing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompletenessConfig {
+    /// SQL boolean expression over contract columns, true for an entity
+    /// state that is closed (a closed entity is not expected any more), e.g.
+    /// `account_status IN ('CLOSED', 'WRITTEN_OFF')`. Required.
+    pub closed_when: String,
 }
 
 /// Commit retries.

@@ -94,13 +94,15 @@ fn creation(plan: &Plan) -> iceberg::Result<TableCreation> {
 pub async fn load_or_create_exceptions(catalog: &dyn Catalog, plan: &Plan) -> Result<Table> {
     let ident = exceptions_ident(plan);
     let make = || creation(plan);
-    let load = || load_or_create_table(
+    let load = || {
+        load_or_create_table(
             catalog,
             plan,
             &ident,
             &make,
             Columns::Exactly("exceptions.table"),
-        );
+        )
+    };
     let error = match load().await {
         Err(error @ Error::ConfigInvalid { .. }) => error,
         outcome => return outcome,

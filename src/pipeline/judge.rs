@@ -13,7 +13,8 @@ use super::context::Context;
 use super::evaluate::RuleOutcome;
 use super::evaluate::reference::KnownKeys;
 use super::route::RunStamp;
-use super::summary::{Summary, lap};
+use super::summary::{MissingEntities, Summary, lap};
+use super::write::MISSING_OUTPUT;
 use super::{RunOptions, balance, baseline, evaluate, read, route, write};
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
@@ -80,7 +81,7 @@ pub(super) async fn judge_and_write(
         },
     )?;
     let baselined = baseline::load_baseline(
-        &plan.contract,
+        (&plan.contract, plan.completeness.as_ref()),
         (rules, &plan.metrics),
         plan.lookback_months,
         contributor,
@@ -92,6 +93,8 @@ pub(super) async fn judge_and_write(
         summary.baseline.window_from = Some(from.to_string());
         summary.baseline.window_to = Some(to.to_string());
     }
+    let missing = baselined.missing.clone();
+    summary.missing_entities = missing.as_ref().map(MissingEntities::of);
     clock = lap(summary, Stage::Baseline, clock);
     let known_keys = references.get().await?;
     let committed_periods = match committed_periods {
@@ -141,7 +144,13 @@ pub(super) async fn judge_and_write(
         None => silver,
     };
     let written = write::write_outputs(&routed, &context.dq_out, sink, &place, contributor).await?;
+    let missing_file = write::write_missing(missing.as_ref(), context, &place, contributor).await?;
     summary.outputs.clear();
+    if let (Some(path), false) = (missing_file, options.dry_run) {
+        summary
+            .outputs
+            .insert(MISSING_OUTPUT.to_string(), context.dq_error.url_of(&path));
+    }
     if !options.dry_run {
         for (destination, path) in &written.set_aside_files {
             summary.outputs.insert(

@@ -58,6 +58,8 @@ pub async fn scenarios_are_caught_exactly(ws: &Workspace) {
             "{name}"
         );
         assert_eq!(counts.pending, r.scenario.expected_pending, "{name}");
+        let missing = r.summary.missing_entities.as_ref().map(|m| m.total);
+        assert_eq!(missing, Some(r.scenario.expected_missing), "{name}");
         assert_eq!(
             counts.received,
             counts.committed + counts.quarantined + counts.dropped + counts.pending
