@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use arrow::record_batch::RecordBatch;
 use iceberg::table::Table;
 
 use super::background::Background;
@@ -16,6 +17,7 @@ use super::route::RunStamp;
 use super::summary::{MissingEntities, Summary, lap};
 use super::write::MISSING_OUTPUT;
 use super::{RunOptions, balance, baseline, evaluate, read, route, write};
+use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
@@ -55,6 +57,8 @@ pub(super) struct Judgement {
     pub(super) set_aside_files: BTreeMap<SetAside, String>,
     /// The exception id of each row set aside.
     pub(super) exception_ids: ExceptionIds,
+    /// The drop's entity keys and order column: what it declares.
+    pub(super) declared: RecordBatch,
 }
 
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
@@ -183,7 +187,24 @@ pub(super) async fn judge_and_write(
         balanced,
         set_aside_files,
         exception_ids: stamp.exception_ids,
+        declared: declared_columns(&plan.contract, &batch.rows)?,
     })
+}
+
+/// The drop's entity key and order columns (shared, not copied).
+fn declared_columns(contract: &Contract, rows: &RecordBatch) -> Result<RecordBatch> {
+    let schema = rows.schema();
+    let indices = contract
+        .entity_key
+        .iter()
+        .chain(std::iter::once(&contract.order_column))
+        .map(|c| {
+            schema
+                .index_of(c)
+                .map_err(|_| Error::Internal(format!("judge: column {c} is missing")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    rows.project(&indices).map_err(Error::arrow(Stage::Write))
 }
 
 /// The parse rule's counts, listed first among the rule outcomes.

@@ -309,7 +309,7 @@ fn missing_states(states: &States, periods: &[i32]) -> Vec<(usize, i32)> {
 fn next_period(period: i32) -> i32 {
     to_date(period)
         .and_then(|d| d.checked_add_months(Months::new(1)))
-        .map_or(i32::MAX, |d| days_of(d))
+        .map_or(i32::MAX, days_of)
 }
 
 fn to_date(days: i32) -> Option<NaiveDate> {
