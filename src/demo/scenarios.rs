@@ -356,6 +356,7 @@ pub fn render_table(results: &[ScenarioResult]) -> String {
         "quarantined",
         "pending",
         "expected",
+        "missing",
         "trend skipped",
     ];
     let mut out = format!("{:<24} {:<10} {:<26}", "scenario", "contrib.", "drop");
@@ -367,12 +368,14 @@ pub fn render_table(results: &[ScenarioResult]) -> String {
         let c = &r.summary.counts;
         let expected = r.scenario.expected_quarantined + r.scenario.expected_pending;
         let skipped = r.summary.baseline.trend_checks_skipped;
+        let missing = r.summary.missing_entities.as_ref().map_or(0, |m| m.total);
         let values = [
             c.received,
             c.committed,
             c.quarantined,
             c.pending,
             expected,
+            missing,
             skipped,
         ];
         out.push_str(&format!(

@@ -511,7 +511,11 @@ pub async fn resubmissions_and_foreign_rows_are_set_aside(ws: &Workspace) {
     let december = Portfolio::new("BANK_T", 12, false, 5).statements(month(2025, 12), true);
     let mut january = bank.statements(month(2026, 1), false);
     january.extend(december.iter().take(3).cloned());
-    january[0].contributor = "BANK_OTHER".to_string();
+    // A row of another contributor beside the bank's own (replacing one of
+    // them would leave that account out of January: a missing entity).
+    let mut foreign = january[0].clone();
+    foreign.contributor = "BANK_OTHER".to_string();
+    january.push(foreign);
     ws.put_drop("BANK_T", "2026-01-with-resends", &january)
         .await
         .unwrap();
@@ -531,7 +535,8 @@ pub async fn resubmissions_and_foreign_rows_are_set_aside(ws: &Workspace) {
     assert_eq!(failed("resubmission"), 3);
     assert_eq!(failed("contributor"), 1);
     assert_eq!(summary.counts.quarantined, 4);
-    assert_eq!(silver_count(ws).await, 12 + 11);
+    assert_eq!(summary.missing_entities.as_ref().map(|m| m.total), Some(0));
+    assert_eq!(silver_count(ws).await, 12 + 12);
 }
 
 /// Rows of `contributor` in Silver.
