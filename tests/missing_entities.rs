@@ -61,7 +61,7 @@ fn backlog(config: &str) -> serde_json::Value {
 /// 2 open ones: exactly the 2 open ones are missing, listed with their last
 /// state, counted, outside the balance, and open as `missing` exceptions; a
 /// clean February misses nothing; a later drop declaring the 2 for January
-/// resolves them.
+/// expects nothing itself (Silver holds January) and resolves them.
 #[test]
 fn open_accounts_left_out_are_listed_counted_and_resolved_when_declared() {
     let (tmp, config) = project(|t| t);
@@ -78,7 +78,9 @@ fn open_accounts_left_out_are_listed_counted_and_resolved_when_declared() {
     let all_january = bank.statements(month(2026, 1), false);
     let left_out: Vec<String> = accounts(&all_january[5..7]);
     let gone: Vec<String> = closed.iter().chain(&left_out).cloned().collect();
-    let january = without(&all_january, &gone);
+    let mut january = without(&all_january, &gone);
+    // Declared but quarantined (operation code out of its set): not missing.
+    january[0].operation = "Z";
     let summary = run(root, config, "2026-01", &january);
     assert_eq!(
         by_period(&summary),
@@ -87,7 +89,8 @@ fn open_accounts_left_out_are_listed_counted_and_resolved_when_declared() {
     assert_eq!(summary["missing_entities"]["total"], 2);
     assert_eq!(summary["missing_entities"]["in_balance"], false);
     assert_eq!(summary["counts"]["received"], 193);
-    assert_eq!(summary["counts"]["committed"], 193);
+    assert_eq!(summary["counts"]["committed"], 192);
+    assert_eq!(summary["counts"]["quarantined"], 1);
     assert!(
         summary["outputs"]["missing"]
             .as_str()
@@ -123,8 +126,14 @@ fn open_accounts_left_out_are_listed_counted_and_resolved_when_declared() {
     assert_eq!(clean["missing_entities"]["total"], 0);
     assert_eq!(missing_rows(root).len(), 2, "no new list");
 
+    // Late rows for January, which Silver holds: they expect nothing (the
+    // quarantined account was declared in January's drop).
     let late: Vec<Statement> = all_january[5..7].to_vec();
-    run(root, config, "2026-01-late", &late);
+    let late = run(root, config, "2026-01-late", &late);
+    assert_eq!(
+        by_period(&late),
+        BTreeMap::from([("2026-01-01".to_string(), 0)])
+    );
     let after = backlog(config);
     assert_eq!(after["overall"]["backlog"]["missing"], 0);
 }

@@ -85,7 +85,7 @@ pub(super) async fn judge_and_write(
         },
     )?;
     let baselined = baseline::load_baseline(
-        (&plan.contract, plan.completeness.as_ref()),
+        (&plan.contract, completeness_of(plan, options)),
         (rules, &plan.metrics),
         plan.lookback_months,
         contributor,
@@ -189,6 +189,17 @@ pub(super) async fn judge_and_write(
         exception_ids: stamp.exception_ids,
         declared: declared_columns(&plan.contract, &batch.rows)?,
     })
+}
+
+/// Which entities the drop's periods expect: none for a replay or an
+/// acceptance, whose drops carry rows set aside, never a whole period (the
+/// drop that brought the period was judged for it).
+fn completeness_of<'a>(
+    plan: &'a crate::config::Plan,
+    options: &RunOptions,
+) -> Option<&'a crate::config::rules::Completeness> {
+    let partial = options.replay || options.accept.is_some();
+    plan.completeness.as_ref().filter(|_| !partial)
 }
 
 /// The drop's entity key and order columns (shared, not copied).

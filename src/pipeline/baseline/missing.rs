@@ -175,6 +175,7 @@ impl Expectation<'_> {
         history: &History,
         absent: Absent,
     ) -> Result<Missing> {
+        let judged = self.periods_to_judge(history, &absent.states)?;
         let drop_entities = self.entities.count() as u32;
         let mut states = absent.states;
         // Absent entities are numbered after the drop's.
@@ -185,8 +186,32 @@ impl Expectation<'_> {
             self.add_drop_entities(ctx, drop_rows, history, &mut states)
                 .await?;
         }
-        let found = missing_states(&states, &self.periods);
+        let found = missing_states(&states, &judged);
         self.missing(&states, found)
+    }
+
+    /// The drop's periods Silver holds no row of yet. A later drop for a
+    /// period Silver holds (late rows, a correction, a replay) expects
+    /// nothing: the drop that first brought the period was judged for it,
+    /// and an account quarantined then was declared, not left out.
+    fn periods_to_judge(&self, history: &History, absent: &States) -> Result<Vec<i32>> {
+        let mut committed_days: Vec<i32> = absent.days.clone();
+        for batch in &history.batches {
+            let order = batch
+                .column_by_name(&self.contract.order_column)
+                .and_then(|c| c.as_any().downcast_ref::<Date32Array>())
+                .ok_or_else(|| internal("the history's order column is not a date"))?;
+            committed_days.extend(order.iter().flatten());
+        }
+        Ok(self
+            .periods
+            .iter()
+            .copied()
+            .filter(|p| {
+                let next = next_period(*p);
+                !committed_days.iter().any(|d| *d >= *p && *d < next)
+            })
+            .collect())
     }
 
     /// A backfill's own rows and its entities' committed rows are states too.
