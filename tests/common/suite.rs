@@ -539,6 +539,43 @@ pub async fn resubmissions_and_foreign_rows_are_set_aside(ws: &Workspace) {
     assert_eq!(silver_count(ws).await, 12 + 12);
 }
 
+/// An open account a month leaves out is a `missing` exception, keyed by
+/// account and month, until a later drop declares it for that month.
+pub async fn missing_accounts_are_exceptions_until_declared(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 200).await;
+    let january = bank.statements(month(2026, 1), false);
+    ws.put_drop("BANK_T", "2026-01", &january[1..])
+        .await
+        .unwrap();
+    let summary = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(summary.missing_entities.map(|m| m.total), Some(1));
+    let key = format!("BANK_T|{}|2026-01-01", january[0].account);
+    let open_missing = |events: &[silverline::exceptions::ExceptionEvent]| -> Vec<String> {
+        states(events)
+            .iter()
+            .filter(|s| s.latest.status == ExceptionStatus::Missing)
+            .filter_map(|s| s.latest.record_key.clone())
+            .collect()
+    };
+    assert_eq!(open_missing(&exception_events(ws).await), vec![key.clone()]);
+    ws.put_drop("BANK_T", "2026-01-late", &january[..1])
+        .await
+        .unwrap();
+    ws.run_drop("BANK_T", "2026-01-late", &RunOptions::default())
+        .await
+        .unwrap();
+    let events = exception_events(ws).await;
+    assert!(open_missing(&events).is_empty());
+    assert!(
+        events.iter().any(|e| e.status == ExceptionStatus::Resolved
+            && e.record_key.as_deref() == Some(key.as_str()))
+    );
+}
+
 /// Rows of `contributor` in Silver.
 async fn silver_rows_of(ws: &Workspace, contributor: &str) -> usize {
     let mut rows = 0;
@@ -910,6 +947,12 @@ macro_rules! suite_tests {
             $(#[$attr])*
             async fn resubmissions_and_foreign_rows_are_set_aside() {
                 suite::resubmissions_and_foreign_rows_are_set_aside(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn missing_accounts_are_exceptions_until_declared() {
+                suite::missing_accounts_are_exceptions_until_declared(&$make().await.ws).await;
             }
 
             #[tokio::test]

@@ -12,6 +12,9 @@
 //! order column per entity ([`lag`]), so a backfill's February finds its
 //! January in the same pass (invariant 8); an entity with no history gets null
 //! `prev_*` and `_has_baseline = false` (invariant 9).
+//!
+//! With `[completeness]`, the same pass keeps the states of the entities the
+//! drop leaves out and finds the missing entities (`missing.rs`).
 
 mod lag;
 mod missing;
@@ -328,7 +331,7 @@ impl HistoryRead<'_> {
         self.scan(ctx, range, (&mut history, absent.as_mut()), |_| true)
             .await?;
         let mut month_end = first_period;
-        while month_end > from && (still_wanted > 0 || month_end == first_period) {
+        while month_end > from && still_wanted > 0 {
             let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
             let before = history.rows();
             // Entities the drop leaves out are expected from the month
