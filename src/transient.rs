@@ -16,6 +16,13 @@ pub const DROP_CONTRIBUTOR: &str = "_drop_contributor";
 pub const REF_PREFIX: &str = "_ref_";
 /// The period (first day of the order column's month) a row belongs to.
 pub const PERIOD: &str = "_period";
+/// How many entities the drop leaves out of the row's period (the
+/// `missing_entities` metric reads it; only with `[completeness]`).
+pub const MISSING_ENTITIES: &str = "_missing_entities";
+/// Whether a history row's state is closed (`[completeness] closed_when`).
+pub const CLOSED: &str = "_closed";
+/// The period a missing entity was expected in (the missing list's column).
+pub const MISSING_PERIOD: &str = "_missing_period";
 /// True when the row found a previous state of its entity within the lookback.
 pub const HAS_BASELINE: &str = "_has_baseline";
 /// The file the row came from (relative to the drop).

@@ -105,7 +105,7 @@ fn backlog_json(ws: &Workspace) -> serde_json::Value {
 }
 
 /// Months 1 and 2 of 200 accounts commit; month 3 arrives with 50 accounts
-/// fewer (sold, none of them in arrears) and the shipped `volume` rule
+/// fewer (sold, none of them in arrears, closed in month 2's statements) and the shipped `volume` rule
 /// (at least 80% of last month's accounts) sets it aside whole, and so does
 /// month 4 run before the acceptance. `accept --rule volume` commits month 3
 /// as judged, once, with who and why in the exception store and the snapshot;
@@ -118,12 +118,10 @@ async fn a_volume_drop_accepted_becomes_the_baseline_of_the_next_month() {
     let ws = &tw.ws;
     let config = config_of(ws);
     let mut bank = Portfolio::new("BANK_V", 200, false, 21);
-    for m in 1..=2 {
-        let rows = bank.statements(month(2026, m), false);
-        let summary = run(ws, &format!("2026-0{m}"), &rows).await;
-        assert_eq!(summary["counts"]["committed"], 200, "{summary}");
-    }
-    let march = bank.statements(month(2026, 3), false);
+    let mut statements: Vec<Vec<Statement>> = (1..=3)
+        .map(|m| bank.statements(month(2026, m), false))
+        .collect();
+    let march = statements.pop().unwrap();
     let sold: BTreeSet<String> = march
         .iter()
         .rev()
@@ -131,7 +129,20 @@ async fn a_volume_drop_accepted_becomes_the_baseline_of_the_next_month() {
         .take(50)
         .map(|r| r.account.clone())
         .collect();
+    // February's statements of the sold accounts close them: March does not
+    // expect them (they are not missing entities).
+    for row in statements[1]
+        .iter_mut()
+        .filter(|r| sold.contains(&r.account))
+    {
+        row.status = "CLOSED";
+    }
+    for (m, rows) in (1..=2).zip(&statements) {
+        let summary = run(ws, &format!("2026-0{m}"), rows).await;
+        assert_eq!(summary["counts"]["committed"], 200, "{summary}");
+    }
     let march = run(ws, "2026-03", &kept(march, &sold)).await;
+    assert_eq!(march["missing_entities"]["total"], 0, "{march}");
     assert_eq!(march["counts"]["quarantined"], 150, "{march}");
     assert_eq!(march["counts"]["committed"], 0, "{march}");
     let april_rows = kept(bank.statements(month(2026, 4), false), &sold);

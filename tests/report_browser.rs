@@ -44,6 +44,7 @@ fn figures(seed: u64) -> BacklogFigures {
         open: 100 + seed,
         pending: 40 + seed,
         quarantined: 60,
+        missing: 23 + seed,
         stale: 11 + seed,
         oldest_age_days: Some(120 + seed),
         entered_7d: 13 + seed,

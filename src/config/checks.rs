@@ -15,8 +15,8 @@ use crate::config::plan::{
 };
 use crate::config::raw::{AggregatesConfig, ContributorsConfig, MetricConfig, SilverlineConfig};
 use crate::config::rules::{
-    Escalation, ExprChecker, Metric, Reads, Rule, Scope, Severity, aggregate_fields,
-    drop_only_metric_hint, metric_fields, row_fields,
+    Completeness, Escalation, ExprChecker, MISSING_ENTITIES_METRIC, Metric, Reads, Rule, Scope,
+    Severity, aggregate_fields, drop_only_metric_hint, metric_fields, row_fields,
 };
 use crate::config::sources::{RuleDraft, read_rule_file};
 use crate::transient::PREV_PREFIX;
@@ -33,10 +33,12 @@ impl Plan {
         check_aggregates(&raw.aggregates, &mut problems);
         let metrics_push = MetricsPush::check(&raw.metrics_push, &mut problems);
         let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
+        let completeness = check_completeness(&raw, &contract, &mut problems);
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
         let (metrics, rules) = match row_checker {
             Ok(rows) => {
-                let metrics = check_metrics(&raw, &contract, &mut problems);
+                let mut metrics = check_metrics(&raw, &contract, &mut problems);
+                add_completeness_metric(completeness.as_ref(), &mut metrics, &mut problems);
                 match ExprChecker::new(aggregate_fields(&metrics)) {
                     Ok(aggregates) => {
                         let context = RuleContext {
@@ -79,6 +81,7 @@ impl Plan {
             rules,
             metrics,
             average_periods: raw.aggregates.average_periods,
+            completeness,
             references,
             commit_attempts: raw.commit.attempts.max(1),
             lineage_location: raw
@@ -510,6 +513,51 @@ fn check_metrics(
         }
     }
     metrics
+}
+
+/// `[completeness] closed_when`: a boolean over contract columns (no
+/// `prev_*`, no aggregate), and the columns it reads.
+fn check_completeness(
+    raw: &SilverlineConfig,
+    contract: &Contract,
+    problems: &mut Vec<String>,
+) -> Option<Completeness> {
+    let closed_when = &raw.completeness.as_ref()?.closed_when;
+    let checked = ExprChecker::new(contract.arrow_fields()).and_then(|checker| {
+        checker.check_boolean(closed_when)?;
+        checker.parse(closed_when)
+    });
+    match checked {
+        Ok(expr) => Some(Completeness {
+            closed_when: closed_when.clone(),
+            columns: expr.column_refs().iter().map(|c| c.name.clone()).collect(),
+        }),
+        Err(e) => {
+            problems.push(format!(
+                "completeness.closed_when: `{closed_when}`: {e} (a boolean over the contract's columns)"
+            ));
+            None
+        }
+    }
+}
+
+/// With `[completeness]`, the built-in `missing_entities` metric joins the
+/// metrics (a metric of that name is refused).
+fn add_completeness_metric(
+    completeness: Option<&Completeness>,
+    metrics: &mut Vec<Metric>,
+    problems: &mut Vec<String>,
+) {
+    let Some(completeness) = completeness else {
+        return;
+    };
+    if metrics.iter().any(|m| m.name == MISSING_ENTITIES_METRIC) {
+        problems.push(format!(
+            "metrics '{MISSING_ENTITIES_METRIC}': the name is the built-in metric of [completeness]"
+        ));
+        return;
+    }
+    metrics.push(completeness.metric());
 }
 
 /// The checked metric: the contract columns it reads, now and before.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::config::contract::Contract;
 use crate::config::metrics_push::MetricsPush;
-use crate::config::rules::{Metric, Rule};
+use crate::config::rules::{Completeness, Metric, Rule};
 
 /// A partition transform of the Silver table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +183,9 @@ pub struct Plan {
     pub metrics: Vec<Metric>,
     /// How many previous periods `avg_<metric>` averages.
     pub average_periods: u32,
+    /// Which entities a period is expected to declare; `None`: missing
+    /// entities are not looked for.
+    pub completeness: Option<Completeness>,
     /// Reference tables.
     pub references: Vec<Reference>,
     /// How many times a conflicting commit is tried in all.

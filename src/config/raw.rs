@@ -38,6 +38,10 @@ pub struct SilverlineConfig {
     /// How aggregate rules look back. Default: averages over 3 periods.
     #[serde(default)]
     pub aggregates: AggregatesConfig,
+    /// Which entities each period of a drop is expected to declare. Default:
+    /// none (no entity is expected: missing entities are not looked for).
+    #[serde(default)]
+    pub completeness: Option<CompletenessConfig>,
     /// Reference tables that reference rules join to (LEFT join). Default: none.
     #[serde(default)]
     pub references: Vec<ReferenceConfig>,
@@ -117,6 +121,18 @@ pub struct MetricsPushConfig {
     /// Seconds one push may take before it is given up. Default: 5.
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+}
+
+/// Completeness against the previous state: an entity whose latest state
+/// before a period is open and that the drop does not declare for that period
+/// is missing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompletenessConfig {
+    /// SQL boolean expression over contract columns, true for an entity
+    /// state that is closed (a closed entity is not expected any more), e.g.
+    /// `account_status IN ('CLOSED', 'WRITTEN_OFF')`. Required.
+    pub closed_when: String,
 }
 
 /// Commit retries.

@@ -177,6 +177,31 @@ impl Rule {
     }
 }
 
+/// The built-in metric counting a period's missing entities (with `[completeness]`).
+pub const MISSING_ENTITIES_METRIC: &str = "missing_entities";
+
+/// Which entities a period is expected to declare (`[completeness]`).
+#[derive(Debug, Clone)]
+pub struct Completeness {
+    /// SQL boolean over contract columns: true for a closed state.
+    pub closed_when: String,
+    /// The contract columns it reads.
+    pub columns: BTreeSet<String>,
+}
+
+impl Completeness {
+    /// The built-in `missing_entities` metric: the count the baseline put on
+    /// every row of the period. Committed periods have no value for it.
+    pub fn metric(&self) -> Metric {
+        Metric {
+            name: MISSING_ENTITIES_METRIC.to_string(),
+            expression: format!("max(\"{}\")", crate::transient::MISSING_ENTITIES),
+            columns: BTreeSet::from([crate::transient::MISSING_ENTITIES.to_string()]),
+            prev_columns: BTreeSet::new(),
+        }
+    }
+}
+
 /// A named aggregate over one contributor's period.
 #[derive(Debug, Clone)]
 pub struct Metric {
@@ -196,6 +221,12 @@ impl Metric {
     /// Whether it reads previous values (and so has no committed values).
     pub fn reads_previous(&self) -> bool {
         !self.prev_columns.is_empty()
+    }
+
+    /// Whether it is measured on the drop's periods only: it reads previous
+    /// values, or it is the built-in `missing_entities`.
+    pub fn drop_only(&self) -> bool {
+        self.reads_previous() || self.name == MISSING_ENTITIES_METRIC
     }
 }
 

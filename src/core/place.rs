@@ -29,6 +29,15 @@ impl RunPlace {
         )
     }
 
+    /// The list of the entities the run's drop leaves out (`[completeness]`),
+    /// relative to the dq_error root.
+    pub fn missing_file(&self, contributor: &str) -> String {
+        format!(
+            "missing/date={}/contributor={contributor}/run={}/part-00000.csv",
+            self.run_date, self.run_id
+        )
+    }
+
     /// The run's summary, relative to the dq_error root.
     pub(crate) fn summary_path(&self, contributor: &str) -> String {
         format!(

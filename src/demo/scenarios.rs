@@ -19,6 +19,8 @@ pub const BANK: &str = "BANK_A";
 pub const LENDER: &str = "BNPL_7";
 /// The contributor with no history.
 pub const NEWCOMER: &str = "NEWBANK_1";
+/// A bank whose next file leaves out some of its open accounts.
+pub const OMITTING: &str = "BANK_O";
 /// A new lender some of whose holders are not in the reference yet.
 pub const LATE_HOLDERS: &str = "NEWBNPL_2";
 
@@ -26,6 +28,9 @@ pub const LATE_HOLDERS: &str = "NEWBNPL_2";
 const BANK_ACCOUNTS: usize = 300;
 const LENDER_ACCOUNTS: usize = 200;
 const NEWCOMER_ACCOUNTS: usize = 80;
+const OMITTING_ACCOUNTS: usize = 300;
+/// Open accounts the omitting bank's file leaves out (5%).
+const LEFT_OUT: usize = 15;
 /// Holders of the late contributor not yet in the reference.
 const LATE_HOLDER_COUNT: usize = 5;
 /// Accounts whose limits change silently in the backfill's second month.
@@ -50,6 +55,8 @@ pub struct Scenario {
     pub held_back: Vec<String>,
     /// The rule that must catch them.
     pub expected_rule: Option<&'static str>,
+    /// Open accounts the drop leaves out: exactly these must be missing.
+    pub expected_missing: u64,
 }
 
 /// A scenario and the summary of its run.
@@ -90,8 +97,14 @@ impl ScenarioResult {
         let by_rule = scenario
             .expected_rule
             .is_none_or(|rule| self.failed(rule) == set_aside);
+        let missing = self
+            .summary
+            .missing_entities
+            .as_ref()
+            .map_or(0, |m| m.total);
         counts.quarantined == scenario.expected_quarantined
             && counts.pending == scenario.expected_pending
+            && missing == scenario.expected_missing
             && by_rule
     }
 }
@@ -119,6 +132,7 @@ fn history(portfolio: &mut Portfolio, contributor: &'static str) -> Scenario {
         expected_rule: None,
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     }
 }
 
@@ -137,6 +151,7 @@ pub fn build_all() -> Vec<Scenario> {
         expected_rule: None,
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     });
     scenarios.push(backfill_with_silent_change(&mut bank));
     let mut mis_mapped = bank.statements(month(2027, 3), false);
@@ -150,6 +165,7 @@ pub fn build_all() -> Vec<Scenario> {
         expected_rule: Some("limit_stable"),
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     });
     let mut doubled = lender.statements(month(2026, 11), false);
     let damaged = double_limits(&mut doubled, 10);
@@ -162,6 +178,7 @@ pub fn build_all() -> Vec<Scenario> {
         expected_rule: Some("limit_stable"),
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     });
     scenarios.push(truncated_extract(&mut lender));
     scenarios.push(arrears_collapse(&mut bank));
@@ -177,9 +194,35 @@ pub fn build_all() -> Vec<Scenario> {
         expected_rule: None,
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     });
     scenarios.push(resent);
+    let mut omitting = Portfolio::new(OMITTING, OMITTING_ACCOUNTS, false, 55);
+    scenarios.push(history(&mut omitting, OMITTING));
+    scenarios.push(accounts_left_out(&mut omitting));
     scenarios
+}
+
+/// Corruption 8: the next file silently leaves out 5% of the open accounts:
+/// every row passes and the volume holds, but `missing_share` sets the
+/// period aside and the left-out accounts are listed as missing.
+fn accounts_left_out(bank: &mut Portfolio) -> Scenario {
+    let rows: Vec<Statement> = bank
+        .statements(month(2026, 11), false)
+        .into_iter()
+        .skip(LEFT_OUT)
+        .collect();
+    Scenario {
+        name: "8 accounts left out",
+        contributor: OMITTING,
+        drop_id: "2026-11".to_string(),
+        expected_quarantined: rows.len() as u64,
+        rows,
+        expected_rule: Some("missing_share"),
+        expected_pending: 0,
+        held_back: Vec::new(),
+        expected_missing: LEFT_OUT as u64,
+    }
 }
 
 /// Corruption 7: the newcomer re-sends its previous month's file under the
@@ -202,6 +245,7 @@ fn stale_resend(previous: &[Statement], next: NaiveDate) -> Scenario {
         expected_rule: Some("stale_resend"),
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     }
 }
 
@@ -209,6 +253,7 @@ fn stale_resend(previous: &[Statement], next: NaiveDate) -> Scenario {
 fn truncated_extract(lender: &mut Portfolio) -> Scenario {
     let rows = truncate(lender.statements(month(2026, 12), false));
     Scenario {
+        expected_missing: (LENDER_ACCOUNTS - rows.len()) as u64,
         name: "2 truncated extract",
         contributor: LENDER,
         drop_id: "2026-12".to_string(),
@@ -233,6 +278,7 @@ fn arrears_collapse(bank: &mut Portfolio) -> Scenario {
         expected_rule: Some("arrears_total"),
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     }
 }
 
@@ -257,6 +303,7 @@ fn reference_lag() -> Scenario {
         expected_rule: Some("holder_exists"),
         expected_pending: pending as u64,
         held_back,
+        expected_missing: 0,
     }
 }
 
@@ -277,6 +324,7 @@ fn backfill_with_silent_change(bank: &mut Portfolio) -> Scenario {
         expected_rule: Some("limit_stable"),
         expected_pending: 0,
         held_back: Vec::new(),
+        expected_missing: 0,
     }
 }
 
@@ -308,6 +356,7 @@ pub fn render_table(results: &[ScenarioResult]) -> String {
         "quarantined",
         "pending",
         "expected",
+        "missing",
         "trend skipped",
     ];
     let mut out = format!("{:<24} {:<10} {:<26}", "scenario", "contrib.", "drop");
@@ -319,12 +368,14 @@ pub fn render_table(results: &[ScenarioResult]) -> String {
         let c = &r.summary.counts;
         let expected = r.scenario.expected_quarantined + r.scenario.expected_pending;
         let skipped = r.summary.baseline.trend_checks_skipped;
+        let missing = r.summary.missing_entities.as_ref().map_or(0, |m| m.total);
         let values = [
             c.received,
             c.committed,
             c.quarantined,
             c.pending,
             expected,
+            missing,
             skipped,
         ];
         out.push_str(&format!(

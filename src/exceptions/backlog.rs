@@ -92,6 +92,7 @@ pub fn figures(
         figures.open += 1;
         match state.latest.status {
             super::ExceptionStatus::Pending => figures.pending += 1,
+            super::ExceptionStatus::Missing => figures.missing += 1,
             _ => figures.quarantined += 1,
         }
         let age = state.age_days(now);
@@ -239,7 +240,8 @@ mod tests {
                 open: 4,        // a, c, d, g
                 pending: 2,     // d, g
                 quarantined: 2, // a, c
-                stale: 1,       // g (60 days > 30); a is 29 days
+                missing: 0,
+                stale: 1, // g (60 days > 30); a is 29 days
                 oldest_age_days: Some(60),
                 entered_7d: 2,  // c (day 26), h (27); e never entered
                 exited_7d: 2,   // b (day 25), h (29)

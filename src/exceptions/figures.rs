@@ -16,12 +16,16 @@ pub const AGE_BUCKETS: [(&str, Option<u32>); 4] = [
 /// Headline figures of a backlog.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BacklogFigures {
-    /// Open exceptions (pending or quarantined).
+    /// Open exceptions (pending, quarantined or missing).
     pub open: u64,
     /// Of which pending (waiting for reference data).
     pub pending: u64,
     /// Of which quarantined (waiting for a person).
     pub quarantined: u64,
+    /// Of which missing: entities a drop left out (waiting for the
+    /// contributor to declare them).
+    #[serde(default)]
+    pub missing: u64,
     /// Open exceptions older than the stale age.
     pub stale: u64,
     /// Age of the oldest open exception, in whole days (None: nothing open).

@@ -40,6 +40,10 @@ pub enum ExceptionStatus {
     /// Committed to Silver as judged, because a person accepted what the rule
     /// caught as legitimate (`silverline accept`).
     Accepted,
+    /// An entity expected in a period (open in its latest state) that the
+    /// contributor's drop did not declare (`[completeness]`); resolved when a
+    /// later drop or a replay declares it for that period.
+    Missing,
 }
 
 impl ExceptionStatus {
@@ -51,6 +55,7 @@ impl ExceptionStatus {
             ExceptionStatus::Resolved => "resolved",
             ExceptionStatus::Ignored => "ignored",
             ExceptionStatus::Accepted => "accepted",
+            ExceptionStatus::Missing => "missing",
         }
     }
 
@@ -62,6 +67,7 @@ impl ExceptionStatus {
             ExceptionStatus::Resolved,
             ExceptionStatus::Ignored,
             ExceptionStatus::Accepted,
+            ExceptionStatus::Missing,
         ]
         .into_iter()
         .find(|s| s.as_str() == text)
@@ -71,7 +77,7 @@ impl ExceptionStatus {
     pub fn is_open(self) -> bool {
         matches!(
             self,
-            ExceptionStatus::Pending | ExceptionStatus::Quarantined
+            ExceptionStatus::Pending | ExceptionStatus::Quarantined | ExceptionStatus::Missing
         )
     }
 
@@ -124,6 +130,18 @@ pub struct ExceptionEvent {
     pub note: Option<String>,
 }
 
+/// The id of the exception of an entity missing from a period: the same
+/// whichever run finds it, so that a later declaration resolves it.
+/// `record_key` is the entity key and the period joined by `|`.
+pub fn missing_exception_id(contributor: &str, record_key: &str) -> String {
+    let mut hash = Sha256::new();
+    for part in [contributor, "missing", record_key] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hex::encode(hash.finalize())[..20].to_string()
+}
+
 /// The id of the exception for the row at `file:line` of a contributor's drop.
 pub fn exception_id(contributor: &str, drop_id: &str, file: &str, line: u64) -> String {
     let mut hash = Sha256::new();
@@ -149,17 +167,19 @@ mod tests {
     }
 
     #[test]
-    fn statuses_round_trip_and_only_pending_and_quarantined_are_open() {
+    fn statuses_round_trip_and_only_pending_quarantined_and_missing_are_open() {
         for status in [
             ExceptionStatus::Pending,
             ExceptionStatus::Quarantined,
             ExceptionStatus::Resolved,
             ExceptionStatus::Ignored,
             ExceptionStatus::Accepted,
+            ExceptionStatus::Missing,
         ] {
             assert_eq!(ExceptionStatus::parse(status.as_str()), Some(status));
         }
         assert!(ExceptionStatus::Pending.is_open() && ExceptionStatus::Quarantined.is_open());
+        assert!(ExceptionStatus::Missing.is_open());
         for closed in [
             ExceptionStatus::Resolved,
             ExceptionStatus::Ignored,

@@ -13,14 +13,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::close::Closing;
-use super::{ExceptionEvent, ExceptionStatus, exception_id};
+use super::{ExceptionEvent, ExceptionStatus, exception_id, missing_exception_id};
 use crate::config::contract::Contract;
-use crate::config::rules::Severity;
+use crate::config::rules::{MISSING_ENTITIES_METRIC, Severity};
 use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
-use crate::transient::{DQ_ERRORS, EXCEPTION_ID, SOURCE_FILE, SOURCE_LINE};
+use crate::transient::{DQ_ERRORS, EXCEPTION_ID, MISSING_PERIOD, SOURCE_FILE, SOURCE_LINE};
 
 /// The file, in a replay drop's folder, that names the exception behind each
 /// line of the replayed data file. Its name starts with `_`, so the run does
@@ -257,4 +257,90 @@ fn record_key(row: &HashMap<String, String>, contract: &Contract) -> Option<Stri
         .map(|c| row.get(c).map(String::as_str).filter(|v| !v.is_empty()))
         .collect();
     parts.map(|p| p.join("|"))
+}
+
+/// The `missing` events of the entities a run's drop left out, from the
+/// run's missing list (`path`, relative to the dq_error root): one per entity
+/// and period, with the entity key and the period as its record key.
+pub async fn missing_events(
+    dq_error: &Location,
+    path: &str,
+    contract: &Contract,
+    run: &RunRecord<'_>,
+) -> Result<Vec<ExceptionEvent>> {
+    let Some(bytes) = dq_error.get_opt(path).await? else {
+        return Ok(Vec::new());
+    };
+    let rows = dq_rows(&bytes, &dq_error.url_of(path))?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| missing_event(row, path, contract, run))
+        .collect())
+}
+
+fn missing_event(
+    row: &HashMap<String, String>,
+    path: &str,
+    contract: &Contract,
+    run: &RunRecord<'_>,
+) -> Option<ExceptionEvent> {
+    let period = row.get(MISSING_PERIOD)?;
+    let last_state = row.get(&contract.order_column)?;
+    let key = missing_record_key(
+        contract
+            .entity_key
+            .iter()
+            .map(|c| row.get(c).map_or("", String::as_str)),
+        period,
+    );
+    let message = format!(
+        "open in its latest state ({last_state}) and not declared for the period of {period}"
+    );
+    let reasons = serde_json::json!([{
+        "rule": MISSING_ENTITIES_METRIC,
+        "severity": ExceptionStatus::Missing.as_str(),
+        "message": message,
+    }]);
+    Some(ExceptionEvent {
+        exception_id: missing_exception_id(&run.drop.contributor, &key),
+        contributor: run.drop.contributor.clone(),
+        drop_id: run.drop.drop_id.clone(),
+        run_id: run.run_id.to_string(),
+        status: ExceptionStatus::Missing,
+        rule: MISSING_ENTITIES_METRIC.to_string(),
+        rules: MISSING_ENTITIES_METRIC.to_string(),
+        severity: String::new(),
+        reasons: reasons.to_string(),
+        record_key: Some(key),
+        source_file: None,
+        source_line: None,
+        dq_file: Some(path.to_string()),
+        entered_at: run.started_at,
+        event_at: run.now,
+        actor: None,
+        note: None,
+    })
+}
+
+/// The record key of a missing entity: its key parts and the period
+/// (`YYYY-MM-01`) joined by `|`.
+pub fn missing_record_key<'a>(key: impl Iterator<Item = &'a str>, period: &'a str) -> String {
+    key.chain(std::iter::once(period))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// The `resolved` event of a missing entity a run's drop declared.
+pub fn declared_event(missing: &ExceptionEvent, run: &RunRecord<'_>) -> ExceptionEvent {
+    ExceptionEvent {
+        run_id: run.run_id.to_string(),
+        status: ExceptionStatus::Resolved,
+        severity: String::new(),
+        reasons: "[]".to_string(),
+        dq_file: None,
+        event_at: run.now,
+        actor: None,
+        note: None,
+        ..missing.clone()
+    }
 }

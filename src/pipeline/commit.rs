@@ -96,7 +96,8 @@ pub(super) async fn commit_run(
             summary.snapshot_id = Some(id);
             let run = committed_run(summary, &claim.run_id, &claim.run_date);
             let ids = &judged.exception_ids;
-            let recorded = record_events(context, &run, &judged.set_aside_files, ids)
+            let outputs = (&judged.set_aside_files, Some(&judged.declared));
+            let recorded = record_events(context, &run, outputs, ids)
                 .await
                 .map_err(|source| Error::AfterCommit {
                     source: Box::new(source),

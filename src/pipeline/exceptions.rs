@@ -6,20 +6,30 @@
 //! that dies in between is completed by its rerun ([`restore_missing_events`]),
 //! which rebuilds the same events from the run's dq_error files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::array::{Array, StringArray};
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
 
 use chrono::{DateTime, Utc};
 
 use super::Context;
+use crate::config::contract::Contract;
 use crate::core::drop::DropRef;
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::exceptions::backlog::{figures, states};
 use crate::exceptions::close::Closing;
 use crate::exceptions::figures::BacklogFigures;
-use crate::exceptions::record::{ExceptionIds, RunRecord, load_carried, run_events};
+use crate::exceptions::record::{
+    ExceptionIds, RunRecord, declared_event, load_carried, missing_events, missing_record_key,
+    run_events,
+};
 use crate::exceptions::store::{append_events, has_run, load_or_create_exceptions, read_events};
+use crate::exceptions::{ExceptionEvent, ExceptionStatus};
+use crate::stage::Stage;
 
 /// A run whose rows are in Silver.
 #[derive(Debug, Clone)]
@@ -47,10 +57,14 @@ impl CommittedRun {
 }
 
 /// Records the events of a run that just committed; returns the contributor's backlog.
+///
+/// With `[completeness]`, the entities the drop left out become `missing`
+/// exceptions, and the open ones the drop's rows (`declared`: their entity
+/// key and order column) declare are resolved.
 pub(super) async fn record_events(
     context: &Context<'_>,
     run: &CommittedRun,
-    set_aside_files: &BTreeMap<SetAside, String>,
+    (set_aside_files, declared): (&BTreeMap<SetAside, String>, Option<&RecordBatch>),
     ids: &ExceptionIds,
 ) -> Result<BacklogFigures> {
     let now = Utc::now();
@@ -62,7 +76,7 @@ pub(super) async fn record_events(
             .unwrap_or(now),
         now,
     };
-    let events = run_events(
+    let mut events = run_events(
         &context.dq_error,
         set_aside_files,
         ids,
@@ -70,6 +84,14 @@ pub(super) async fn record_events(
         &record,
     )
     .await?;
+    if context.plan.completeness.is_some() {
+        let path = run.place().missing_file(&run.drop.contributor);
+        let contract = &context.plan.contract;
+        events.extend(missing_events(&context.dq_error, &path, contract, &record).await?);
+        if let Some(declared) = declared {
+            events.extend(resolve_declared(context, declared, &record).await?);
+        }
+    }
     if !events.is_empty() {
         append_events(
             &context.catalog,
@@ -107,9 +129,69 @@ pub(super) async fn restore_missing_events(
         return Ok(());
     }
     let ids = ExceptionIds::new(&run.drop, carried).closing(closing);
-    record_events(context, run, &files, &ids).await?;
+    // The drop's rows are not read again: missing exceptions it declared
+    // stay open until a later declaration.
+    record_events(context, run, (&files, None), &ids).await?;
     tracing::warn!(run_id = %run.run_id, "the committed run had not recorded its exceptions: recorded them");
     Ok(())
+}
+
+/// `resolved` events for the contributor's open `missing` exceptions whose
+/// entity and period a row of `declared` holds.
+async fn resolve_declared(
+    context: &Context<'_>,
+    declared: &RecordBatch,
+    record: &RunRecord<'_>,
+) -> Result<Vec<ExceptionEvent>> {
+    let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
+    let events = read_events(&table, Some(&context.drop.contributor)).await?;
+    let states = states(&events);
+    let open: HashMap<&str, &ExceptionEvent> = states
+        .iter()
+        .filter(|s| s.latest.status == ExceptionStatus::Missing)
+        .filter_map(|s| Some((s.latest.record_key.as_deref()?, s.latest)))
+        .collect();
+    if open.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys = declared_keys(&context.plan.contract, declared)?;
+    let mut resolved: Vec<ExceptionEvent> = keys
+        .iter()
+        .filter_map(|key| open.get(key.as_str()))
+        .map(|missing| declared_event(missing, record))
+        .collect();
+    resolved.sort_by(|a, b| a.exception_id.cmp(&b.exception_id));
+    resolved.dedup_by(|a, b| a.exception_id == b.exception_id);
+    Ok(resolved)
+}
+
+/// The missing-entity record key (entity key and period) of every row of `declared`.
+fn declared_keys(contract: &Contract, declared: &RecordBatch) -> Result<Vec<String>> {
+    let text = |name: &str| -> Result<StringArray> {
+        let column = declared
+            .column_by_name(name)
+            .ok_or_else(|| Error::Internal(format!("exceptions: column {name} is missing")))?;
+        let cast = arrow::compute::cast(column, &DataType::Utf8)
+            .map_err(Error::arrow(Stage::Exceptions))?;
+        cast.as_any()
+            .downcast_ref::<StringArray>()
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("exceptions: {name} is not text")))
+    };
+    let keys = contract
+        .entity_key
+        .iter()
+        .map(|c| text(c))
+        .collect::<Result<Vec<_>>>()?;
+    let order = text(&contract.order_column)?;
+    Ok((0..declared.num_rows())
+        .filter(|row| order.is_valid(*row))
+        .map(|row| {
+            // The period: the first day of the order date's month.
+            let period = format!("{}-01", &order.value(row)[..7.min(order.value(row).len())]);
+            missing_record_key(keys.iter().map(|k| k.value(row)), &period)
+        })
+        .collect())
 }
 
 /// The contributor's exception backlog now.

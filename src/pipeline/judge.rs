@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use arrow::record_batch::RecordBatch;
 use iceberg::table::Table;
 
 use super::background::Background;
@@ -13,8 +14,10 @@ use super::context::Context;
 use super::evaluate::RuleOutcome;
 use super::evaluate::reference::KnownKeys;
 use super::route::RunStamp;
-use super::summary::{Summary, lap};
+use super::summary::{MissingEntities, Summary, lap};
+use super::write::MISSING_OUTPUT;
 use super::{RunOptions, balance, baseline, evaluate, read, route, write};
+use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
@@ -54,6 +57,8 @@ pub(super) struct Judgement {
     pub(super) set_aside_files: BTreeMap<SetAside, String>,
     /// The exception id of each row set aside.
     pub(super) exception_ids: ExceptionIds,
+    /// The drop's entity keys and order column: what it declares.
+    pub(super) declared: RecordBatch,
 }
 
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
@@ -81,8 +86,11 @@ pub(super) async fn judge_and_write(
             keep: !options.dry_run,
         },
     )?;
+    // The record keys the drop declares, kept for the exception store once
+    // the rows themselves are freed.
+    let declared = declared_columns(&plan.contract, &batch.rows)?;
     let baselined = baseline::load_baseline(
-        &plan.contract,
+        (&plan.contract, completeness_of(plan, options)),
         (rules, &plan.metrics),
         plan.lookback_months,
         contributor,
@@ -94,6 +102,8 @@ pub(super) async fn judge_and_write(
         summary.baseline.window_from = Some(from.to_string());
         summary.baseline.window_to = Some(to.to_string());
     }
+    let missing = baselined.missing.clone();
+    summary.missing_entities = missing.as_ref().map(MissingEntities::of);
     clock = lap(summary, Stage::Baseline, clock);
     let known_keys = references.get().await?;
     let committed_periods = match committed_periods {
@@ -143,7 +153,13 @@ pub(super) async fn judge_and_write(
         None => silver,
     };
     let written = write::write_outputs(&routed, &context.dq_out, sink, &place, contributor).await?;
+    let missing_file = write::write_missing(missing.as_ref(), context, &place, contributor).await?;
     summary.outputs.clear();
+    if let (Some(path), false) = (missing_file, options.dry_run) {
+        summary
+            .outputs
+            .insert(MISSING_OUTPUT.to_string(), context.dq_error.url_of(&path));
+    }
     if !options.dry_run {
         for (destination, path) in &written.set_aside_files {
             summary.outputs.insert(
@@ -176,7 +192,35 @@ pub(super) async fn judge_and_write(
         balanced,
         set_aside_files,
         exception_ids: stamp.exception_ids,
+        declared,
     })
+}
+
+/// Which entities the drop's periods expect: none for a replay or an
+/// acceptance, whose drops carry rows set aside, never a whole period (the
+/// drop that brought the period was judged for it).
+fn completeness_of<'a>(
+    plan: &'a crate::config::Plan,
+    options: &RunOptions,
+) -> Option<&'a crate::config::rules::Completeness> {
+    let partial = options.replay || options.accept.is_some();
+    plan.completeness.as_ref().filter(|_| !partial)
+}
+
+/// The drop's entity key and order columns (shared, not copied).
+fn declared_columns(contract: &Contract, rows: &RecordBatch) -> Result<RecordBatch> {
+    let schema = rows.schema();
+    let indices = contract
+        .entity_key
+        .iter()
+        .chain(std::iter::once(&contract.order_column))
+        .map(|c| {
+            schema
+                .index_of(c)
+                .map_err(|_| Error::Internal(format!("judge: column {c} is missing")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    rows.project(&indices).map_err(Error::arrow(Stage::Write))
 }
 
 /// The parse rule's counts, listed first among the rule outcomes.

@@ -99,6 +99,9 @@ pub struct Summary {
     pub outputs: BTreeMap<String, String>,
     /// Per-period metrics and aggregate rule outcomes.
     pub aggregates: Vec<PeriodReport>,
+    /// The entities the drop leaves out (with `[completeness]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_entities: Option<MissingEntities>,
     /// The contributor's exception backlog after this run (committed runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<crate::exceptions::figures::BacklogFigures>,
@@ -141,6 +144,7 @@ impl Summary {
             snapshot_id: None,
             outputs: BTreeMap::new(),
             aggregates: Vec::new(),
+            missing_entities: None,
             backlog: None,
             judgements: 0,
             schema_drift: Vec::new(),
@@ -214,6 +218,33 @@ pub fn time(summary: &mut Summary, stage: Stage, since: Instant) {
 pub fn lap(summary: &mut Summary, stage: Stage, since: Instant) -> Instant {
     time(summary, stage, since);
     Instant::now()
+}
+
+/// The entities expected in the drop's periods that it does not declare.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingEntities {
+    /// How many, per period of the drop (first day of the month).
+    pub by_period: BTreeMap<String, u64>,
+    /// How many in all.
+    pub total: u64,
+    /// They were never received: the balance (received = committed + set
+    /// aside) does not count them.
+    pub in_balance: bool,
+}
+
+impl MissingEntities {
+    /// The summary's record of `missing`.
+    pub fn of(missing: &crate::pipeline::baseline::Missing) -> MissingEntities {
+        MissingEntities {
+            by_period: missing
+                .by_period
+                .iter()
+                .map(|(period, count)| (period.to_string(), *count))
+                .collect(),
+            total: missing.by_period.values().sum(),
+            in_balance: false,
+        }
+    }
 }
 
 /// How one file's columns differ from the contract's (summary `schema_drift`).

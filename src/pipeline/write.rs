@@ -18,6 +18,9 @@ use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::infra::datafile::write_silver_files;
 use crate::infra::storage::Location;
+use crate::pipeline::baseline::Missing;
+use crate::pipeline::context::Context;
+use crate::pipeline::mask::mask_set_aside;
 use crate::pipeline::route::Routed;
 use crate::stage::Stage;
 
@@ -55,6 +58,31 @@ pub async fn write_outputs(
         data_files,
         set_aside_files,
     })
+}
+
+/// The summary's `outputs` name of the missing entities' list.
+pub const MISSING_OUTPUT: &str = "missing";
+
+/// Writes the list of the entities the drop leaves out, if any (sensitive
+/// columns masked as in the other dq_error files); returns its path.
+pub(super) async fn write_missing(
+    missing: Option<&Missing>,
+    context: &Context<'_>,
+    place: &RunPlace,
+    contributor: &str,
+) -> Result<Option<String>> {
+    let path = place.missing_file(contributor);
+    let Some(rows) = missing.map(|m| &m.rows).filter(|r| r.num_rows() > 0) else {
+        // An earlier judgement of this run may have left one.
+        context.dq_out.delete(&path).await?;
+        return Ok(None);
+    };
+    let rows = match context.plan.mask_sensitive {
+        true => mask_set_aside(&context.plan.contract, rows)?,
+        false => rows.clone(),
+    };
+    context.dq_out.put(&path, to_csv(&rows)?).await?;
+    Ok(Some(path))
 }
 
 fn to_csv(rows: &RecordBatch) -> Result<Vec<u8>> {

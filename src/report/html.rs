@@ -213,6 +213,7 @@ fn figures(b: &BacklogFigures, stale_after_days: u32) -> String {
         ("open", "Open", b.open.to_string(), ""),
         ("pending", "Pending", b.pending.to_string(), ""),
         ("quarantined", "Quarantined", b.quarantined.to_string(), ""),
+        ("missing", "Missing entities", b.missing.to_string(), ""),
         ("stale", stale_label.as_str(), b.stale.to_string(), ""),
         ("oldest_age_days", "Oldest open", oldest, oldest_unit),
         (
@@ -445,6 +446,7 @@ mod tests {
                 open: 42,
                 pending: 12,
                 quarantined: 30,
+                missing: 0,
                 stale: 7,
                 oldest_age_days: Some(95),
                 entered_7d: 9,

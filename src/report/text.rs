@@ -17,11 +17,12 @@ pub fn backlog_text(data: &ReportData) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<20} {:>7} {:>8} {:>11} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8} {:>9} {:>8}",
+        "{:<20} {:>7} {:>8} {:>11} {:>7} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8} {:>9} {:>8}",
         "contributor",
         "open",
         "pending",
         "quarantined",
+        "missing",
         "stale",
         "oldest days",
         "in 7d",
@@ -38,11 +39,12 @@ pub fn backlog_text(data: &ReportData) -> String {
             .map_or_else(|| "-".to_string(), |d| d.to_string());
         let _ = writeln!(
             out,
-            "{:<20} {:>7} {:>8} {:>11} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8} {:>9} {:>8}",
+            "{:<20} {:>7} {:>8} {:>11} {:>7} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8} {:>9} {:>8}",
             section.name,
             b.open,
             b.pending,
             b.quarantined,
+            b.missing,
             b.stale,
             oldest,
             b.entered_7d,

@@ -58,6 +58,8 @@ pub async fn scenarios_are_caught_exactly(ws: &Workspace) {
             "{name}"
         );
         assert_eq!(counts.pending, r.scenario.expected_pending, "{name}");
+        let missing = r.summary.missing_entities.as_ref().map(|m| m.total);
+        assert_eq!(missing, Some(r.scenario.expected_missing), "{name}");
         assert_eq!(
             counts.received,
             counts.committed + counts.quarantined + counts.dropped + counts.pending
@@ -509,7 +511,11 @@ pub async fn resubmissions_and_foreign_rows_are_set_aside(ws: &Workspace) {
     let december = Portfolio::new("BANK_T", 12, false, 5).statements(month(2025, 12), true);
     let mut january = bank.statements(month(2026, 1), false);
     january.extend(december.iter().take(3).cloned());
-    january[0].contributor = "BANK_OTHER".to_string();
+    // A row of another contributor beside the bank's own (replacing one of
+    // them would leave that account out of January: a missing entity).
+    let mut foreign = january[0].clone();
+    foreign.contributor = "BANK_OTHER".to_string();
+    january.push(foreign);
     ws.put_drop("BANK_T", "2026-01-with-resends", &january)
         .await
         .unwrap();
@@ -529,7 +535,45 @@ pub async fn resubmissions_and_foreign_rows_are_set_aside(ws: &Workspace) {
     assert_eq!(failed("resubmission"), 3);
     assert_eq!(failed("contributor"), 1);
     assert_eq!(summary.counts.quarantined, 4);
-    assert_eq!(silver_count(ws).await, 12 + 11);
+    assert_eq!(summary.missing_entities.as_ref().map(|m| m.total), Some(0));
+    assert_eq!(silver_count(ws).await, 12 + 12);
+}
+
+/// An open account a month leaves out is a `missing` exception, keyed by
+/// account and month, until a later drop declares it for that month.
+pub async fn missing_accounts_are_exceptions_until_declared(ws: &Workspace) {
+    let mut bank = bank_with_history(ws, 200).await;
+    let january = bank.statements(month(2026, 1), false);
+    ws.put_drop("BANK_T", "2026-01", &january[1..])
+        .await
+        .unwrap();
+    let summary = ws
+        .run_drop("BANK_T", "2026-01", &RunOptions::default())
+        .await
+        .unwrap()
+        .summary;
+    assert_eq!(summary.missing_entities.map(|m| m.total), Some(1));
+    let key = format!("BANK_T|{}|2026-01-01", january[0].account);
+    let open_missing = |events: &[silverline::exceptions::ExceptionEvent]| -> Vec<String> {
+        states(events)
+            .iter()
+            .filter(|s| s.latest.status == ExceptionStatus::Missing)
+            .filter_map(|s| s.latest.record_key.clone())
+            .collect()
+    };
+    assert_eq!(open_missing(&exception_events(ws).await), vec![key.clone()]);
+    ws.put_drop("BANK_T", "2026-01-late", &january[..1])
+        .await
+        .unwrap();
+    ws.run_drop("BANK_T", "2026-01-late", &RunOptions::default())
+        .await
+        .unwrap();
+    let events = exception_events(ws).await;
+    assert!(open_missing(&events).is_empty());
+    assert!(
+        events.iter().any(|e| e.status == ExceptionStatus::Resolved
+            && e.record_key.as_deref() == Some(key.as_str()))
+    );
 }
 
 /// Rows of `contributor` in Silver.
@@ -903,6 +947,12 @@ macro_rules! suite_tests {
             $(#[$attr])*
             async fn resubmissions_and_foreign_rows_are_set_aside() {
                 suite::resubmissions_and_foreign_rows_are_set_aside(&$make().await.ws).await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
+            async fn missing_accounts_are_exceptions_until_declared() {
+                suite::missing_accounts_are_exceptions_until_declared(&$make().await.ws).await;
             }
 
             #[tokio::test]

@@ -12,8 +12,14 @@
 //! order column per entity ([`lag`]), so a backfill's February finds its
 //! January in the same pass (invariant 8); an entity with no history gets null
 //! `prev_*` and `_has_baseline = false` (invariant 9).
+//!
+//! With `[completeness]`, the same pass keeps the states of the entities the
+//! drop leaves out and finds the missing entities (`missing.rs`).
 
 mod lag;
+mod missing;
+
+pub use missing::Missing;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,12 +34,14 @@ use iceberg::table::Table;
 use iceberg_datafusion::IcebergStaticTableProvider;
 
 use crate::config::contract::Contract;
-use crate::config::rules::{Metric, Rule, Scope};
+use crate::config::rules::{Completeness, Metric, Rule, Scope};
 use crate::core::keys::KeyIndex;
 use crate::core::sql::{new_session, quote, register_table, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::evolve::read_with_current_schema;
 use crate::stage::Stage;
+use crate::transient::{MISSING_ENTITIES, PERIOD, with_columns};
+use arrow::datatypes::{DataType, Field};
 use futures::TryStreamExt;
 
 /// The drop's rows with their previous state attached, not yet computed.
@@ -46,11 +54,17 @@ pub struct Baselined {
     pub frame: DataFrame,
     /// The history window that was read, if the drop had any rows to baseline.
     pub window: Option<(NaiveDate, NaiveDate)>,
+    /// The entities the drop leaves out (with `[completeness]`).
+    pub missing: Option<Missing>,
 }
 
 /// Builds the baseline frame for `rows` of `contributor` against `silver`.
+///
+/// With `completeness`, the same history pass finds the entities the drop
+/// leaves out ([`Missing`]), and every row gets its period's count
+/// (`_missing_entities`).
 pub async fn load_baseline(
-    contract: &Contract,
+    (contract, completeness): (&Contract, Option<&Completeness>),
     (rules, metrics): (&[&Rule], &[Metric]),
     lookback_months: u32,
     contributor: &str,
@@ -62,17 +76,33 @@ pub async fn load_baseline(
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules, metrics);
     let entities = Entities::of_drop(contract, &rows)?;
-    let history = HistoryRead {
+    let read = HistoryRead {
         contract,
         prev: &prev,
+        completeness,
         contributor,
         lookback_months,
         entities: &entities,
     };
-    let history = history.read(&ctx, window).await?;
+    let mut absent = completeness.map(|_| missing::Absent::new(read.state_schema()));
+    let history = read.read(&ctx, window, &mut absent).await?;
     tracing::debug!(rows = history.rows(), "history read");
-    let lagged = lag::lag(contract, &prev, contributor, &rows, &entities, &history)?;
+    let mut lagged = lag::lag(contract, &prev, contributor, &rows, &entities, &history)?;
     tracing::debug!("lagged");
+    let missing = match (completeness, absent) {
+        (Some(completeness), Some(absent)) => {
+            let expectation = missing::Expectation {
+                contract,
+                completeness,
+                entities: &entities,
+                periods: drop_periods(&lagged)?,
+            };
+            let found = expectation.find(&ctx, &rows, &history, absent).await?;
+            lagged = with_missing_counts(&lagged, &found)?;
+            Some(found)
+        }
+        _ => None,
+    };
     drop(history);
     let frame = register_rows(&ctx, &lagged).await?;
     Ok(Baselined {
@@ -80,7 +110,32 @@ pub async fn load_baseline(
         rows: lagged,
         frame,
         window,
+        missing,
     })
+}
+
+/// The rows' periods (the transient period column), distinct and sorted.
+fn drop_periods(lagged: &RecordBatch) -> Result<Vec<i32>> {
+    let periods = period_column(lagged)?;
+    let distinct: BTreeSet<i32> = periods.iter().flatten().collect();
+    Ok(distinct.into_iter().collect())
+}
+
+fn period_column(lagged: &RecordBatch) -> Result<&Date32Array> {
+    lagged
+        .column_by_name(PERIOD)
+        .and_then(|c| c.as_any().downcast_ref::<Date32Array>())
+        .ok_or_else(|| Error::Internal("baseline: the period column is missing".to_string()))
+}
+
+/// `lagged` with `_missing_entities`: the count of each row's period.
+fn with_missing_counts(lagged: &RecordBatch, missing: &Missing) -> Result<RecordBatch> {
+    let counts = missing::counts_per_row(missing, period_column(lagged)?);
+    with_columns(
+        lagged,
+        vec![(Field::new(MISSING_ENTITIES, DataType::Int64, true), counts)],
+        Stage::Baseline,
+    )
 }
 
 impl Baselined {
@@ -246,6 +301,7 @@ impl History {
 struct HistoryRead<'a> {
     contract: &'a Contract,
     prev: &'a BTreeSet<String>,
+    completeness: Option<&'a Completeness>,
     contributor: &'a str,
     lookback_months: u32,
     entities: &'a Entities,
@@ -254,10 +310,14 @@ struct HistoryRead<'a> {
 impl HistoryRead<'_> {
     /// The history rows: the drop's own periods, then each earlier month's
     /// rows of the entities not found in a later one.
+    ///
+    /// The drop's periods and the month before are read whole: the rows of
+    /// entities the drop leaves out go to `absent`, when it is wanted.
     async fn read(
         &self,
         ctx: &SessionContext,
         window: Option<(NaiveDate, NaiveDate)>,
+        absent: &mut Option<missing::Absent>,
     ) -> Result<History> {
         let mut history = History::default();
         let Some((from, to)) = window else {
@@ -267,13 +327,17 @@ impl HistoryRead<'_> {
         let mut wanted = vec![true; self.entities.count()];
         let mut still_wanted = wanted.len();
         let end = to.succ_opt().unwrap_or(to);
-        self.scan(ctx, (first_period, end), &mut history, |_| true)
+        let range = (first_period, end);
+        self.scan(ctx, range, (&mut history, absent.as_mut()), |_| true)
             .await?;
         let mut month_end = first_period;
         while month_end > from && still_wanted > 0 {
             let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
             let before = history.rows();
-            self.scan(ctx, (month_start, month_end), &mut history, |e| {
+            // Entities the drop leaves out are expected from the month
+            // before the drop's first period.
+            let absent = absent.as_mut().filter(|_| month_end == first_period);
+            self.scan(ctx, (month_start, month_end), (&mut history, absent), |e| {
                 wanted[e as usize]
             })
             .await?;
@@ -294,13 +358,17 @@ impl HistoryRead<'_> {
         &self,
         ctx: &SessionContext,
         (start, end): (NaiveDate, NaiveDate),
-        history: &mut History,
+        (history, mut absent): (&mut History, Option<&mut missing::Absent>),
         wanted: impl Fn(u32) -> bool,
     ) -> Result<()> {
         let order = quote(&self.contract.order_column);
+        let closed = self
+            .completeness
+            .map(missing::closed_column_sql)
+            .unwrap_or_default();
         let sql = format!(
-            "SELECT {} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
-            history_projection(self.contract, self.prev),
+            "SELECT {}{closed} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
+            self.projection().join(", "),
             quote(&self.contract.contributor_column),
             sql_string(self.contributor)
         );
@@ -315,6 +383,9 @@ impl HistoryRead<'_> {
             .map_err(Error::query(Stage::Baseline))?
         {
             let entities = self.entities.find(self.contract, &batch)?;
+            if let Some(absent) = absent.as_deref_mut() {
+                absent.keep(self.contract, &batch, &entities)?;
+            }
             history.keep(&batch, entities, &wanted)?;
         }
         Ok(())
@@ -393,16 +464,32 @@ pub(crate) async fn register_history_source(
     Ok(())
 }
 
-/// History rows carry only the key, the order column and the columns rules
-/// look back at, in the contract's order: nothing else is read.
-fn history_projection(contract: &Contract, prev: &BTreeSet<String>) -> String {
-    contract
-        .columns
-        .iter()
-        .filter(|c| prev.contains(&c.name) || contract.entity_key.contains(&c.name))
-        .map(|c| quote(&c.name))
-        .collect::<Vec<_>>()
-        .join(", ")
+impl HistoryRead<'_> {
+    /// History rows carry only the key, the order column, the columns rules
+    /// look back at and those `closed_when` reads, in the contract's order:
+    /// nothing else is read.
+    fn projected_columns(&self) -> Vec<&str> {
+        let closed_when = self.completeness.map(|c| &c.columns);
+        self.contract
+            .columns
+            .iter()
+            .filter(|c| {
+                self.prev.contains(&c.name)
+                    || self.contract.entity_key.contains(&c.name)
+                    || closed_when.is_some_and(|columns| columns.contains(&c.name))
+            })
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
+    fn projection(&self) -> Vec<String> {
+        self.projected_columns().into_iter().map(quote).collect()
+    }
+
+    /// The columns of an entity's state in the missing list: those read.
+    fn state_schema(&self) -> arrow::datatypes::SchemaRef {
+        missing::state_schema(self.contract, &self.projected_columns())
+    }
 }
 
 #[cfg(test)]

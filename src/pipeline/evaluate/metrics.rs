@@ -23,7 +23,7 @@ pub fn committed_metric_columns(metrics: &[Metric]) -> String {
     selected(
         metrics
             .iter()
-            .filter(|m| !m.reads_previous())
+            .filter(|m| !m.drop_only())
             .flat_map(|m| m.columns.iter().cloned()),
     )
 }
@@ -33,12 +33,13 @@ fn selected(columns: impl Iterator<Item = String>) -> String {
     columns.iter().map(|c| format!("{}, ", quote(c))).collect()
 }
 
-/// The metrics as measured on committed periods: one that reads previous
-/// values has none there (NULL).
+/// The metrics as measured on committed periods: one measured on the drop's
+/// periods only (it reads previous values, or it is `missing_entities`) has
+/// none there (NULL).
 pub fn committed_metrics(metrics: &[Metric]) -> Vec<Metric> {
     metrics
         .iter()
-        .map(|m| match m.reads_previous() {
+        .map(|m| match m.drop_only() {
             true => Metric {
                 expression: "CAST(NULL AS DOUBLE)".to_string(),
                 columns: BTreeSet::new(),

@@ -1,0 +1,211 @@
+//! Completeness against the previous state, through the binary on the
+//! embedded default: the accounts open in their latest state that a drop
+//! leaves out are listed under `<dq_error>/missing/`, counted in the summary
+//! and by the `missing_entities` metric the shipped rules read, and become
+//! `missing` exceptions until a later drop declares them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use harness::{month, output, project, put_drop, rule_outcome, run_args, silverline, summary_of};
+use silverline::demo::generate::{Portfolio, Statement};
+
+const BANK: &str = "BANK_T";
+
+/// Runs `drop_id` of the bank; returns the run's summary.
+fn run(root: &Path, config: &str, drop_id: &str, rows: &[Statement]) -> serde_json::Value {
+    put_drop(root, BANK, drop_id, rows);
+    let assert = silverline(&run_args(config, BANK, drop_id));
+    let text = output(&assert);
+    assert.code(0).get_output();
+    assert!(!text.is_empty());
+    summary_of(root, drop_id)
+}
+
+/// The rows of every missing list under `data/dq_error/missing/`.
+fn missing_rows(root: &Path) -> Vec<BTreeMap<String, String>> {
+    harness::set_aside_rows(&root.join("data/dq_error"), "missing")
+}
+
+fn accounts(rows: &[Statement]) -> Vec<String> {
+    rows.iter().map(|r| r.account.clone()).collect()
+}
+
+fn without(rows: &[Statement], left_out: &[String]) -> Vec<Statement> {
+    rows.iter()
+        .filter(|r| !left_out.contains(&r.account))
+        .cloned()
+        .collect()
+}
+
+fn by_period(summary: &serde_json::Value) -> BTreeMap<String, u64> {
+    let periods = summary["missing_entities"]["by_period"]
+        .as_object()
+        .unwrap();
+    periods
+        .iter()
+        .map(|(p, n)| (p.clone(), n.as_u64().unwrap()))
+        .collect()
+}
+
+fn backlog(config: &str) -> serde_json::Value {
+    let assert = silverline(&["backlog", "--config", config, "--json"]).code(0);
+    serde_json::from_slice(&assert.get_output().stdout).unwrap()
+}
+
+/// December committed with 5 accounts closed; January leaves out those 5 and
+/// 2 open ones: exactly the 2 open ones are missing, listed with their last
+/// state, counted, outside the balance, and open as `missing` exceptions; a
+/// clean February misses nothing; a later drop declaring the 2 for January
+/// expects nothing itself (Silver holds January) and resolves them.
+#[test]
+fn open_accounts_left_out_are_listed_counted_and_resolved_when_declared() {
+    let (tmp, config) = project(|t| t);
+    let (root, config) = (tmp.path(), config.to_str().unwrap());
+    let mut bank = Portfolio::new(BANK, 200, false, 7);
+    let mut december = bank.statements(month(2025, 12), false);
+    for row in december.iter_mut().take(5) {
+        row.status = "CLOSED";
+    }
+    let closed: Vec<String> = accounts(&december[..5]);
+    let first = run(root, config, "2025-12", &december);
+    assert_eq!(first["missing_entities"]["total"], 0, "no history: none");
+
+    let all_january = bank.statements(month(2026, 1), false);
+    let left_out: Vec<String> = accounts(&all_january[5..7]);
+    let gone: Vec<String> = closed.iter().chain(&left_out).cloned().collect();
+    let mut january = without(&all_january, &gone);
+    // Declared but quarantined (operation code out of its set): not missing.
+    january[0].operation = "Z";
+    let summary = run(root, config, "2026-01", &january);
+    assert_eq!(
+        by_period(&summary),
+        BTreeMap::from([("2026-01-01".to_string(), 2)])
+    );
+    assert_eq!(summary["missing_entities"]["total"], 2);
+    assert_eq!(summary["missing_entities"]["in_balance"], false);
+    assert_eq!(summary["counts"]["received"], 193);
+    assert_eq!(summary["counts"]["committed"], 192);
+    assert_eq!(summary["counts"]["quarantined"], 1);
+    assert!(
+        summary["outputs"]["missing"]
+            .as_str()
+            .unwrap()
+            .contains("/missing/date=")
+    );
+    let listed = missing_rows(root);
+    let listed_accounts: BTreeSet<String> =
+        listed.iter().map(|r| r["account_id"].clone()).collect();
+    assert_eq!(listed_accounts, left_out.iter().cloned().collect());
+    for row in &listed {
+        assert_eq!(row["_missing_period"], "2026-01-01");
+        assert!(row["statement_date"].starts_with("2025-12"), "{row:?}");
+        assert_ne!(row["account_status"], "CLOSED");
+    }
+    // 2 of December's 200 accounts is 1%: missing_share holds, the warning fires.
+    assert_eq!(rule_outcome(&summary, "missing_share")["failed"], 0);
+    assert_eq!(rule_outcome(&summary, "missing_accounts")["failed"], 193);
+    let aggregates = summary["aggregates"].as_array().unwrap();
+    assert_eq!(aggregates[0]["metrics"]["missing_entities"], 2.0);
+    let open = backlog(config);
+    assert_eq!(open["overall"]["backlog"]["missing"], 2);
+    assert!(
+        open["overall"]["open_by_rule"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["rule"] == "missing_entities" && r["total"] == 2)
+    );
+
+    let february = without(&bank.statements(month(2026, 2), false), &closed);
+    let clean = run(root, config, "2026-02", &february);
+    assert_eq!(clean["missing_entities"]["total"], 0);
+    assert_eq!(missing_rows(root).len(), 2, "no new list");
+
+    // Late rows for January, which Silver holds: they expect nothing (the
+    // quarantined account was declared in January's drop).
+    let late: Vec<Statement> = all_january[5..7].to_vec();
+    let late = run(root, config, "2026-01-late", &late);
+    assert_eq!(
+        by_period(&late),
+        BTreeMap::from([("2026-01-01".to_string(), 0)])
+    );
+    let after = backlog(config);
+    assert_eq!(after["overall"]["backlog"]["missing"], 0);
+}
+
+/// A backfill of January to March: an account in January, absent in
+/// February and back in March is missing for February only.
+#[test]
+fn a_backfill_misses_an_account_absent_from_its_middle_month() {
+    let (tmp, config) = project(|t| t);
+    let (root, config) = (tmp.path(), config.to_str().unwrap());
+    let mut bank = Portfolio::new(BANK, 100, false, 9);
+    run(
+        root,
+        config,
+        "2025-12",
+        &bank.statements(month(2025, 12), false),
+    );
+    let mut rows = bank.statements(month(2026, 1), false);
+    let february = bank.statements(month(2026, 2), false);
+    let gap = accounts(&february[..1]);
+    rows.extend(without(&february, &gap));
+    rows.extend(bank.statements(month(2026, 3), false));
+    let summary = run(root, config, "backfill", &rows);
+    assert_eq!(
+        by_period(&summary),
+        BTreeMap::from([
+            ("2026-01-01".to_string(), 0),
+            ("2026-02-01".to_string(), 1),
+            ("2026-03-01".to_string(), 0),
+        ])
+    );
+    let listed = missing_rows(root);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["account_id"], gap[0]);
+    assert_eq!(listed[0]["_missing_period"], "2026-02-01");
+    assert!(listed[0]["statement_date"].starts_with("2026-01"));
+}
+
+/// Above 1% of the previous month's accounts, the shipped `missing_share`
+/// sets the whole period aside; nothing of it is committed.
+#[test]
+fn more_than_one_percent_left_out_sets_the_period_aside() {
+    let (tmp, config) = project(|t| t);
+    let (root, config) = (tmp.path(), config.to_str().unwrap());
+    let mut bank = Portfolio::new(BANK, 200, false, 11);
+    run(
+        root,
+        config,
+        "2025-12",
+        &bank.statements(month(2025, 12), false),
+    );
+    let january = bank.statements(month(2026, 1), false);
+    let left_out = accounts(&january[..3]);
+    let summary = run(root, config, "2026-01", &without(&january, &left_out));
+    assert_eq!(summary["missing_entities"]["total"], 3);
+    assert_eq!(rule_outcome(&summary, "missing_share")["failed"], 197);
+    assert_eq!(summary["counts"]["quarantined"], 197);
+    assert_eq!(summary["counts"]["committed"], 0);
+}
+
+/// `closed_when` must be a boolean over the contract's columns: check-config
+/// names the setting.
+#[test]
+fn a_closed_when_that_is_not_boolean_is_refused_naming_the_setting() {
+    let (_tmp, config) = project(|t| {
+        t.replace(
+            "closed_when = \"account_status IN ('CLOSED', 'WRITTEN_OFF')\"",
+            "closed_when = \"account_status\"",
+        )
+    });
+    let assert = silverline(&["check-config", "--config", config.to_str().unwrap()]);
+    let text = output(&assert);
+    assert.code(2);
+    assert!(text.contains("completeness.closed_when"), "{text}");
+}
