@@ -66,7 +66,7 @@ start_pushgateway
 bash localstack/up.sh >/dev/null
 # shellcheck source=localstack/env.sh
 source localstack/env.sh
-"$stack_home/venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pyiceberg[pyarrow]==0.12.0'
+"$stack_home/venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pyiceberg[pyarrow,sql-sqlite]==0.12.0'
 export SILVERLINE_PYTHON="$stack_home/venv/bin/python"
 
 # The deployment manifests, DAG and Dockerfile (prints `deploy: N passed, M failed`).

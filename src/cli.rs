@@ -199,6 +199,13 @@ pub enum Command {
         #[arg(long, default_value = "silverline-demo")]
         dir: PathBuf,
     },
+    /// Print the JSON Schema of a document silverline writes (the committed
+    /// docs/<document>.schema.json is its output).
+    Schema {
+        /// The document.
+        #[arg(value_enum)]
+        document: SchemaDocument,
+    },
     /// Register in the catalog the Silver and exception tables it lost (a deleted or replaced
     /// catalog database) from the Iceberg metadata at their locations, history and all. Runs
     /// refuse to create a table over such metadata.
@@ -211,6 +218,13 @@ pub enum Command {
         #[arg(long)]
         metadata: Option<String>,
     },
+}
+
+/// A document whose JSON Schema `silverline schema` prints.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SchemaDocument {
+    /// The run summary (`<dq_error>/summaries/.../run=<run id>.json`).
+    Summary,
 }
 
 /// `silverline exceptions` subcommands.
@@ -303,6 +317,12 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Demo { dir } => crate::demo::run_demo(&dir).await.map(|()| 0),
         Command::Bench { accounts, dir } => {
             crate::bench::run_bench(accounts, &dir).await.map(|()| 0)
+        }
+        Command::Schema {
+            document: SchemaDocument::Summary,
+        } => {
+            print!("{}", crate::pipeline::summary::summary_schema()?);
+            Ok(0)
         }
         Command::AdoptTable { config, metadata } => {
             let plan = load_plan(&config)?;

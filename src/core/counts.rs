@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Row counts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Counts {
     /// Records received (parsed or not).

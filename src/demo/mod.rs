@@ -12,7 +12,7 @@ pub mod scenarios;
 
 use std::path::{Path, PathBuf};
 
-use crate::config::plan::ReferenceFormat;
+use crate::config::plan::{CatalogSpec, ReferenceFormat};
 use crate::config::{Plan, parse_plan};
 use crate::core::drop::DropRef;
 use crate::error::{Error, Result};
@@ -230,6 +230,35 @@ fn prepare_folder(dir: &Path) -> Result<()> {
     })
 }
 
+/// Three lines of Python that open the plan's Silver table with pyiceberg, when
+/// its catalog is the SQL one: the same SQLite database, read under the same
+/// catalog name (the database keys every table by it).
+pub fn pyiceberg_snippet(plan: &Plan) -> Option<[String; 3]> {
+    let CatalogSpec::Sql {
+        uri,
+        warehouse,
+        name,
+    } = &plan.catalog
+    else {
+        return None;
+    };
+    // sqlx's `sqlite:///abs/path?mode=rwc` is SQLAlchemy's `sqlite:////abs/path`.
+    let path = uri.strip_prefix("sqlite://")?;
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    let uri = format!("sqlite:///{path}");
+    let table = (&plan.table.namespace, &plan.table.name);
+    Some([
+        "from pyiceberg.catalog import load_catalog".to_string(),
+        format!(
+            "catalog = load_catalog({name:?}, type=\"sql\", uri={uri:?}, warehouse={warehouse:?})"
+        ),
+        format!(
+            "print(catalog.load_table(({:?}, {:?})).scan().to_arrow().num_rows)",
+            table.0, table.1
+        ),
+    ])
+}
+
 /// Runs the whole demo under `dir` and prints the results; fails if any
 /// scenario was not caught exactly as the generator says it should be.
 pub async fn run_demo(dir: &Path) -> Result<()> {
@@ -242,6 +271,10 @@ pub async fn run_demo(dir: &Path) -> Result<()> {
     println!("Silver table:  {table} in the {}", workspace.plan.catalog);
     println!("quarantine:    {}/quarantine/", storage.dq_error);
     println!("summaries:     {}/summaries/", storage.dq_error);
+    if let Some(snippet) = pyiceberg_snippet(&workspace.plan) {
+        println!("open Silver with pyiceberg (pip install 'pyiceberg[pyarrow,sql-sqlite]'):");
+        snippet.iter().for_each(|line| println!("    {line}"));
+    }
     let misses: Vec<&str> = results
         .iter()
         .filter(|r| !r.as_expected())

@@ -14,7 +14,7 @@ pub const AGE_BUCKETS: [(&str, Option<u32>); 4] = [
 ];
 
 /// Headline figures of a backlog.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BacklogFigures {
     /// Open exceptions (pending, quarantined or missing).
     pub open: u64,

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::infra::pinned::PinnedCatalog;
 
 /// One change of Silver's schema that the contract asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum SchemaChange {
     /// A new optional column.
@@ -78,7 +78,7 @@ impl fmt::Display for SchemaChange {
 
 /// What the contract changed in Silver's schema: the run summary's
 /// `schema_evolution`, and a property of the run's data snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SchemaEvolution {
     /// The table's schema before.
     pub from_schema_id: i32,

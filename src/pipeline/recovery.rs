@@ -5,7 +5,7 @@
 use super::claim::{self, AlreadyCommitted};
 use super::commit::SnapshotRecord;
 use super::context::Context;
-use super::summary::{RunStatus, Summary, now};
+use super::summary::{RunStatus, SUMMARY_SCHEMA_VERSION, Summary, now};
 use super::{RunOptions, committed_run, exceptions};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
@@ -83,6 +83,8 @@ pub(super) async fn restore_missing_summary(
         Some(staged) if agrees(&staged, from_snapshot.as_ref()) => staged,
         _ => rebuilt_from_snapshot(summary, place, from_snapshot.unwrap_or_default()),
     };
+    // Written by this version's types: this version's layout, whatever staged it.
+    restored.schema_version = SUMMARY_SCHEMA_VERSION;
     restored.status = RunStatus::Committed;
     restored.finished_at = Some(now());
     restored.snapshot_id = summary.snapshot_id.or(restored.snapshot_id);

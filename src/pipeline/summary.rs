@@ -21,7 +21,7 @@ use crate::pipeline::evaluate::aggregate::PeriodReport;
 use crate::stage::Stage;
 
 /// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Still running (never written as final).
@@ -43,7 +43,7 @@ pub enum RunStatus {
 }
 
 /// How much of the drop found its history.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BaselineCoverage {
     /// First day of history read.
     pub window_from: Option<String>,
@@ -58,9 +58,20 @@ pub struct BaselineCoverage {
     pub trend_checks_skipped: u64,
 }
 
+/// The version of the summary's layout that [`Summary::schema_version`] carries:
+/// bumped when a change would break a reader (a field removed, renamed or
+/// retyped); a new optional field leaves it as it is. `docs/summary.schema.json`
+/// (`silverline schema summary`) describes this version.
+pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
+
 /// The run summary.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
+    /// The version of the summary's layout, bumped when a change would break
+    /// a reader; read as 0 where absent (a summary written before versions were).
+    #[serde(default)]
+    #[schemars(extend("const" = SUMMARY_SCHEMA_VERSION))]
+    pub schema_version: u32,
     /// How the run ended.
     pub status: RunStatus,
     /// Stable run id.
@@ -125,6 +136,7 @@ impl Summary {
     /// A run's summary as it starts: nothing counted yet.
     pub fn new(plan: &Plan, drop: &DropRef, contributor_type: &str, rules: &[&Rule]) -> Summary {
         Summary {
+            schema_version: SUMMARY_SCHEMA_VERSION,
             status: RunStatus::Running,
             run_id: None,
             run_key: None,
@@ -187,6 +199,29 @@ impl Summary {
     }
 }
 
+/// The JSON Schema of the summaries this version writes, as pretty JSON (the
+/// committed `docs/summary.schema.json`): every object closed to fields it
+/// does not name, so a summary that drifts from its types fails validation.
+pub fn summary_schema() -> Result<String> {
+    let settings = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .with_transform(schemars::transform::RecursiveTransform(close_objects));
+    let schema = settings.into_generator().into_root_schema_for::<Summary>();
+    serde_json::to_string_pretty(&schema)
+        .map(|text| text + "\n")
+        .map_err(|source| Error::Encode {
+            what: "summary schema",
+            source,
+        })
+}
+
+/// Closes an object schema with named properties to any other property.
+fn close_objects(schema: &mut schemars::Schema) {
+    if schema.get("properties").is_some() && schema.get("additionalProperties").is_none() {
+        schema.insert("additionalProperties".into(), false.into());
+    }
+}
+
 /// Now, as summaries write times (RFC 3339, milliseconds, UTC).
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -221,7 +256,7 @@ pub fn lap(summary: &mut Summary, stage: Stage, since: Instant) -> Instant {
 }
 
 /// The entities expected in the drop's periods that it does not declare.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MissingEntities {
     /// How many, per period of the drop (first day of the month).
     pub by_period: BTreeMap<String, u64>,
@@ -248,7 +283,9 @@ impl MissingEntities {
 }
 
 /// How one file's columns differ from the contract's (summary `schema_drift`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct SchemaDrift {
     /// File, relative to the drop.
     pub file: String,

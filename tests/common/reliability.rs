@@ -9,7 +9,7 @@ use chrono::NaiveDate;
 use silverline::demo::Workspace;
 use silverline::demo::generate::Portfolio;
 use silverline::error::ErrorClass;
-use silverline::pipeline::summary::RunStatus;
+use silverline::pipeline::summary::{RunStatus, SUMMARY_SCHEMA_VERSION};
 use silverline::pipeline::{CrashPoint, RunOptions, TestHooks};
 
 use super::{silver_batches, silver_count, snapshot_count};
@@ -219,6 +219,7 @@ pub async fn a_summary_completed_after_a_crash_carries_every_figure(ws: &Workspa
         ..RunOptions::default()
     };
     assert!(ws.run_drop("BANK_S", "2026-01", &crash).await.is_err());
+    stage_as_an_older_version(ws).await;
     let rerun = ws
         .run_drop("BANK_S", "2026-01", &RunOptions::default())
         .await
@@ -251,4 +252,25 @@ pub async fn a_summary_completed_after_a_crash_carries_every_figure(ws: &Workspa
     );
     assert!(summary["backlog"].is_object(), "{summary}");
     assert!(summary["snapshot_id"].is_i64(), "{summary}");
+    assert_eq!(summary["schema_version"], SUMMARY_SCHEMA_VERSION);
+}
+
+/// Takes `schema_version` out of the summary BANK_S/2026-01's run staged, as
+/// a version before the field staged it.
+async fn stage_as_an_older_version(ws: &Workspace) {
+    let staged: Vec<String> = ws
+        .list_outputs("claims/")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.contains("BANK_S/2026-01/") && p.ends_with(".summary.json"))
+        .collect();
+    assert_eq!(staged.len(), 1, "{staged:?}");
+    let url = format!("{}/{}", ws.plan.storage.dq_error, staged[0]);
+    let mut summary: serde_json::Value =
+        serde_json::from_slice(&ws.read_output(&url).await.unwrap()).unwrap();
+    assert_eq!(summary["status"], "committing");
+    summary.as_object_mut().unwrap().remove("schema_version");
+    let bytes = serde_json::to_vec(&summary).unwrap();
+    ws.put_output(&staged[0], bytes).await.unwrap();
 }

@@ -29,7 +29,7 @@ use crate::stage::Stage;
 use crate::transient::{PERIOD, prev_column};
 
 /// One period's metrics and rule outcomes, for the summary.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct PeriodReport {
     /// First day of the period.
     pub period: String,

@@ -95,7 +95,7 @@ impl Outcome {
 }
 
 /// Counts for one rule over one run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct RuleOutcome {
     /// Rule name.
     pub rule: String,
