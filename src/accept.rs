@@ -33,10 +33,10 @@ use crate::config::rules::Severity;
 use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
-use crate::exceptions::ExceptionEvent;
 use crate::exceptions::backlog::states;
 use crate::exceptions::close::{Acceptance, Decision};
 use crate::exceptions::store::{load_or_create_exceptions, read_events};
+use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::infra::catalog::connect;
 use crate::infra::storage::Stores;
 use crate::pipeline::read::PARSE_RULE;
@@ -65,6 +65,8 @@ pub enum LeftOpen {
     Invariant(String),
     /// Set aside by this rule, which the acceptance does not cover.
     OtherRule(String),
+    /// An entity the drop did not declare: there is no row to accept.
+    Missing,
 }
 
 impl std::fmt::Display for LeftOpen {
@@ -80,6 +82,10 @@ impl std::fmt::Display for LeftOpen {
                     "set aside by {rule}, which this acceptance does not cover"
                 )
             }
+            LeftOpen::Missing => write!(
+                f,
+                "missing from the drop: no row to accept (declare it in a later drop, or close it with `exceptions ignore`)"
+            ),
         }
     }
 }
@@ -155,6 +161,10 @@ fn select<'a>(
     for exception in of_drop {
         if !exception.status.is_open() {
             outcome.closed += 1;
+            continue;
+        }
+        if exception.status == ExceptionStatus::Missing {
+            *outcome.left.entry(LeftOpen::Missing).or_default() += 1;
             continue;
         }
         match left_open(exception, request.rule.as_deref()) {

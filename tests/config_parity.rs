@@ -136,7 +136,11 @@ const CORPUS: &[Case] = &[
         "average_periods = 3",
         "average_periods = 0",
     ),
-    valid("no lookback", "lookback_months = 3", "lookback_months = 0"),
+    case(
+        "no lookback while looking for missing entities",
+        "lookback_months = 3",
+        "lookback_months = 0",
+    ),
     case(
         "Pushgateway URL without a scheme",
         "[aggregates]",

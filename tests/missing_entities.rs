@@ -120,6 +120,25 @@ fn open_accounts_left_out_are_listed_counted_and_resolved_when_declared() {
             .iter()
             .any(|r| r["rule"] == "missing_entities" && r["total"] == 2)
     );
+    // An acceptance takes the quarantined row, never a missing entity: there
+    // is no row of it to accept.
+    let accepted = silverline(&[
+        "accept",
+        "--config",
+        config,
+        "--contributor",
+        BANK,
+        "--drop",
+        "2026-01",
+        "--reason",
+        "checked with the bank",
+        "--by",
+        "ops",
+    ]);
+    let text = output(&accepted);
+    accepted.code(0);
+    assert!(text.contains("missing from the drop"), "{text}");
+    assert_eq!(backlog(config)["overall"]["backlog"]["missing"], 2);
 
     let february = without(&bank.statements(month(2026, 2), false), &closed);
     let clean = run(root, config, "2026-02", &february);

@@ -145,6 +145,7 @@ fn expected_figures(data: &ReportData) -> BTreeMap<(String, String), String> {
             ("open", b.open.to_string()),
             ("pending", b.pending.to_string()),
             ("quarantined", b.quarantined.to_string()),
+            ("missing", b.missing.to_string()),
             ("stale", b.stale.to_string()),
             ("oldest_age_days", oldest),
             ("entered_7d", b.entered_7d.to_string()),

@@ -523,6 +523,12 @@ fn check_completeness(
     problems: &mut Vec<String>,
 ) -> Option<Completeness> {
     let closed_when = &raw.completeness.as_ref()?.closed_when;
+    if raw.baseline.lookback_months == 0 {
+        problems.push(
+            "completeness: needs baseline.lookback_months of at least 1 (the month before the drop is where the expected entities are found)"
+                .to_string(),
+        );
+    }
     let checked = ExprChecker::new(contract.arrow_fields()).and_then(|checker| {
         checker.check_boolean(closed_when)?;
         checker.parse(closed_when)

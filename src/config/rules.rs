@@ -380,7 +380,7 @@ pub fn aggregate_fields(metrics: &[Metric]) -> Vec<Field> {
         .iter()
         .flat_map(|m| {
             let mut names = vec![m.name.clone()];
-            if !m.reads_previous() {
+            if !m.drop_only() {
                 names.extend([prev_column(&m.name), format!("avg_{}", m.name)]);
             }
             names
@@ -394,13 +394,13 @@ pub fn aggregate_fields(metrics: &[Metric]) -> Vec<Field> {
 /// of a metric that has no committed values.
 pub fn drop_only_metric_hint(expression: &str, metrics: &[Metric]) -> Option<String> {
     let metric = metrics.iter().find(|m| {
-        m.reads_previous()
+        m.drop_only()
             && [prev_column(&m.name), format!("avg_{}", m.name)]
                 .iter()
                 .any(|name| expression.contains(name.as_str()))
     })?;
     Some(format!(
-        "metric '{}' reads previous values (prev_*), so it is measured on the drop's periods only and has no prev_{name} or avg_{name}: compare {name} with a constant",
+        "metric '{}' is measured on the drop's periods only (it reads prev_* columns, or it is the built-in missing_entities), so it has no prev_{name} or avg_{name}: compare {name} with a constant or another metric",
         metric.name,
         name = metric.name
     ))

@@ -16,8 +16,8 @@ use chrono::{NaiveDate, NaiveDateTime};
 
 use crate::config::contract::ColumnType;
 
-/// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
-const UNIX_EPOCH_FROM_CE: i32 = 719_163;
+/// Days from 0001-01-01 (chrono's day count) to 1970-01-01 (Arrow's Date32).
+pub(crate) const UNIX_EPOCH_FROM_CE: i32 = 719_163;
 
 /// Whether `text` reads as a value of `column_type`.
 pub fn reads_as(column_type: ColumnType, text: &str) -> bool {

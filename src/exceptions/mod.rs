@@ -134,12 +134,8 @@ pub struct ExceptionEvent {
 /// whichever run finds it, so that a later declaration resolves it.
 /// `record_key` is the entity key and the period joined by `|`.
 pub fn missing_exception_id(contributor: &str, record_key: &str) -> String {
-    let mut hash = Sha256::new();
-    for part in [contributor, "missing", record_key] {
-        hash.update(part.as_bytes());
-        hash.update([0]);
-    }
-    hex::encode(hash.finalize())[..20].to_string()
+    let parts = [contributor, "missing", record_key].map(str::as_bytes);
+    crate::core::digest::nul_terminated_hex(parts)[..20].to_string()
 }
 
 /// The id of the exception for the row at `file:line` of a contributor's drop.

@@ -212,6 +212,8 @@ pub async fn read_events(table: &Table, contributor: Option<&str>) -> Result<Vec
         return Ok(Vec::new());
     }
     let target = table.identifier().to_string();
+    // Columns added since the last append read as null in older rows.
+    let table = crate::infra::evolve::read_with_current_schema(table)?;
     let mut scan = table.scan();
     if let Some(contributor) = contributor {
         scan = scan.with_filter(Reference::new("contributor").equal_to(Datum::string(contributor)));

@@ -235,25 +235,26 @@ fn register_backlog(registry: &mut Registry, backlog: &BacklogFigures) {
     let open = family::<BacklogLabels, Count>(
         registry,
         "silverline_backlog_exceptions",
-        "The contributor's open exceptions after its latest committed run, by state",
+        "The contributor's open exceptions after its latest committed run, by state (open, pending, quarantined, missing, stale)",
     );
     for (state, value) in [
         ("open", backlog.open),
         ("pending", backlog.pending),
         ("quarantined", backlog.quarantined),
+        ("missing", backlog.missing),
         ("stale", backlog.stale),
     ] {
         open.get_or_create(&BacklogLabels { state }).set(value);
     }
-    if let Some(days) = backlog.oldest_age_days {
-        let oldest = Count::default();
-        oldest.set(days);
-        registry.register(
-            "silverline_backlog_oldest_age_days",
-            "Age of the contributor's oldest open exception, in whole days",
-            oldest,
-        );
-    }
+    // Always pushed (0 with nothing open): a push replaces only the names it
+    // carries, so an age left out would keep the last one on the gateway.
+    let oldest = Count::default();
+    oldest.set(backlog.oldest_age_days.unwrap_or(0));
+    registry.register(
+        "silverline_backlog_oldest_age_days",
+        "Age of the contributor's oldest open exception, in whole days (0: none open)",
+        oldest,
+    );
 }
 
 /// The run's status as its summary names it; `failed` when it failed.

@@ -73,8 +73,11 @@ pub(super) async fn write_missing(
 ) -> Result<Option<String>> {
     let path = place.missing_file(contributor);
     let Some(rows) = missing.map(|m| &m.rows).filter(|r| r.num_rows() > 0) else {
-        // An earlier judgement of this run may have left one.
-        context.dq_out.delete(&path).await?;
+        // An earlier judgement of this run may have left one (only a run
+        // that looks for missing entities writes any).
+        if context.plan.completeness.is_some() {
+            context.dq_out.delete(&path).await?;
+        }
         return Ok(None);
     };
     let rows = match context.plan.mask_sensitive {

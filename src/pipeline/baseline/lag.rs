@@ -22,15 +22,13 @@ use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, NaiveDate};
 
 use crate::config::contract::Contract;
+use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::transient::{
     DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, prev_column,
     with_columns,
 };
-
-/// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
-const UNIX_EPOCH_FROM_CE: i32 = 719_163;
 
 /// Where a drop row's previous state is.
 #[derive(Debug, Clone, Copy)]

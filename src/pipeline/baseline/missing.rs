@@ -24,13 +24,11 @@ use datafusion::prelude::SessionContext;
 use super::{Entities, History, key_columns};
 use crate::config::contract::Contract;
 use crate::config::rules::Completeness;
+use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::transient::{CLOSED, MISSING_PERIOD};
-
-/// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
-const UNIX_EPOCH_FROM_CE: i32 = 719_163;
 
 /// The entities a drop leaves out, with their last state.
 #[derive(Debug, Clone)]

@@ -35,6 +35,7 @@ use iceberg_datafusion::IcebergStaticTableProvider;
 
 use crate::config::contract::Contract;
 use crate::config::rules::{Completeness, Metric, Rule, Scope};
+use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
 use crate::core::sql::{new_session, quote, register_table, sql_string};
 use crate::error::{Error, Result};
@@ -426,9 +427,11 @@ fn order_window(
         return Ok(None);
     };
     let to_date = |days: i32| {
-        NaiveDate::from_num_days_from_ce_opt(days + 719_163).ok_or_else(|| Error::BadDrop {
-            location: contract.order_column.clone(),
-            reason: format!("date out of range ({days} days since 1970-01-01)"),
+        NaiveDate::from_num_days_from_ce_opt(days + UNIX_EPOCH_FROM_CE).ok_or_else(|| {
+            Error::BadDrop {
+                location: contract.order_column.clone(),
+                reason: format!("date out of range ({days} days since 1970-01-01)"),
+            }
         })
     };
     let earliest = to_date(min)?;

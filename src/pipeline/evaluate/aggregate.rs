@@ -21,6 +21,7 @@ use super::committed::CommittedPeriods;
 use super::metrics::{drop_metric_columns, metrics_by_period_sql};
 use crate::config::rules::Metric;
 use crate::config::rules::Rule;
+use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::sql::{quote, register_frame, register_table};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
@@ -225,7 +226,7 @@ fn read_periods(
             column.is_valid(row).then(|| column.value(row))
         };
         let mut report = PeriodReport {
-            period: NaiveDate::from_num_days_from_ce_opt(periods.value(row) + 719_163)
+            period: NaiveDate::from_num_days_from_ce_opt(periods.value(row) + UNIX_EPOCH_FROM_CE)
                 .map(|d| d.to_string())
                 .unwrap_or_default(),
             metrics: BTreeMap::new(),

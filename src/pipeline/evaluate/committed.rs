@@ -27,6 +27,7 @@ use super::metrics::{committed_metric_columns, committed_metrics, metrics_by_per
 use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope};
+use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
 use crate::core::sql::new_session;
 use crate::core::sql::{quote, register_frame, sql_string};
@@ -35,9 +36,6 @@ use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
 use crate::pipeline::baseline::{comparison_window, register_history_source};
 use crate::stage::Stage;
-
-/// Days from 0001-01-01 (chrono's day 1) to 1970-01-01.
-const UNIX_EPOCH_FROM_CE: i32 = 719_163;
 
 /// Each committed period's metrics (one row per period: the period, then
 /// each metric), for the periods a drop is compared with.
