@@ -4,6 +4,7 @@
 //! makes a file `check-config` reads; no row value is written.
 
 use crate::config::contract::ColumnType;
+use crate::config::sources::CONTROL_CSV_COLUMNS;
 use crate::config::starter::guess::Roles;
 use crate::config::starter::sample::{Sample, SampleColumn};
 use crate::core::sql::quote;
@@ -203,16 +204,7 @@ pub fn rules_csv(name: &str, sample: &Sample, roles: &Roles) -> String {
          # pending (reference rules). Lines starting with # are comments; drop the # to use one.\n",
         name.escape_debug()
     );
-    let header = [
-        "rule_id",
-        "contributor_type",
-        "scope",
-        "expression",
-        "severity",
-        "description",
-        "enabled",
-    ];
-    out.push_str(&csv_record(header));
+    out.push_str(&csv_record(CONTROL_CSV_COLUMNS));
     out.push('\n');
     let numeric: Vec<&SampleColumn> = sample
         .columns
