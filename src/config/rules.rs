@@ -230,15 +230,10 @@ pub struct Metric {
 }
 
 impl Metric {
-    /// Whether it reads previous values (and so has no committed values).
-    pub fn reads_previous(&self) -> bool {
-        !self.prev_columns.is_empty()
-    }
-
     /// Whether it is measured on the drop's periods only: it reads previous
     /// values, or it is the built-in `missing_entities`.
     pub fn drop_only(&self) -> bool {
-        self.reads_previous() || self.name == MISSING_ENTITIES_METRIC
+        !self.prev_columns.is_empty() || self.name == MISSING_ENTITIES_METRIC
     }
 }
 

@@ -114,20 +114,6 @@ pub(super) async fn claim_run(context: &Context<'_>, dry_run: bool) -> Result<Cl
     }))
 }
 
-/// The claimed drop's files fetched again (a run judged again after a race
-/// reads the drop anew rather than keep it in memory); refused if they are
-/// no longer the files the run claimed.
-pub(super) async fn refetch(context: &Context<'_>, claim: &Claim) -> Result<Vec<DropFile>> {
-    let files = fetch_drop(&context.bronze, context.drop).await?;
-    if !claim.run_key.ends_with(&fingerprint(&files)) {
-        return Err(Error::BadDrop {
-            location: context.bronze.url_of(&context.drop.prefix()),
-            reason: "its files changed while the run was being judged again after a concurrent commit: nothing committed; rerun it to judge the files as they are now".to_string(),
-        });
-    }
-    Ok(files)
-}
-
 async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> {
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;

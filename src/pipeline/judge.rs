@@ -62,11 +62,10 @@ pub(super) struct Judgement {
 }
 
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
-/// The batch is consumed: its rows are freed as they are routed and written.
 pub(super) async fn judge_and_write(
     context: &Context<'_>,
     (silver, references): (&Table, &mut References),
-    batch: read::Batch,
+    batch: &read::Batch,
     rules: &[&Rule],
     claim: &Claim,
     (options, summary, progress): (&RunOptions, &mut Summary, &Progress),
@@ -94,7 +93,7 @@ pub(super) async fn judge_and_write(
         (rules, &plan.metrics),
         plan.lookback_months,
         contributor,
-        batch.rows,
+        batch.rows.clone(),
         silver,
     )
     .await?;

@@ -213,9 +213,8 @@ async fn stages(
 ) -> Result<()> {
     let clock = Instant::now();
     progress.stage(Stage::Read);
-    let first = read::read_drop(&context.plan.contract, &std::mem::take(&mut claim.files))?;
-    first.record(summary);
-    let mut batch = Some(first);
+    let batch = read::read_drop(&context.plan.contract, &std::mem::take(&mut claim.files))?;
+    batch.record(summary);
     lap(summary, Stage::Read, clock);
     let mut references = References::Loading(references);
     let mut silver = context.silver.clone();
@@ -223,18 +222,10 @@ async fn stages(
         summary.judgements = judgement;
         let judged_on = JudgedOn::of(&silver);
         let on = (&silver, &mut references);
-        // Judged again: the drop is read anew, not kept for the rare race.
-        let this = match batch.take() {
-            Some(batch) => batch,
-            None => read::read_drop(
-                &context.plan.contract,
-                &claim::refetch(context, &claim).await?,
-            )?,
-        };
         let judged = judge::judge_and_write(
             context,
             on,
-            this,
+            &batch,
             rules,
             &claim,
             (options, summary, progress),
