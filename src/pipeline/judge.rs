@@ -22,6 +22,7 @@ use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
+use crate::infra::catalog::exceptions_ident;
 use crate::infra::datafile;
 use crate::pipeline::hooks::{self, CrashPoint};
 use crate::progress::Progress;
@@ -83,6 +84,10 @@ pub(super) async fn judge_and_write(
             silver,
             dq_error: &context.dq_error,
             keep: !options.dry_run,
+            missing: plan
+                .completeness
+                .as_ref()
+                .map(|_| (context.catalog.clone(), exceptions_ident(plan))),
         },
     )?;
     // The record keys the drop declares, kept for the exception store once
