@@ -288,3 +288,46 @@ fn rules_read_the_missing_count_of_committed_periods() {
         ]
     );
 }
+
+/// An account left out two months running is missing from both: in
+/// February its latest state is December's (older than the month before),
+/// found because January recorded it missing; March declares it again and
+/// misses nothing.
+#[test]
+fn an_account_left_out_two_months_running_is_missing_from_both() {
+    let (tmp, config) = project(|t| t);
+    let (root, config) = (tmp.path(), config.to_str().unwrap());
+    let mut bank = Portfolio::new(BANK, 200, false, 17);
+    let december = bank.statements(month(2025, 12), false);
+    run(root, config, "2025-12", &december);
+    let gone: Vec<String> = december
+        .iter()
+        .filter(|r| !["CLOSED", "WRITTEN_OFF"].contains(&r.status))
+        .map(|r| r.account.clone())
+        .take(1)
+        .collect();
+    for m in [1, 2] {
+        let rows = without(&bank.statements(month(2026, m), false), &gone);
+        let summary = run(root, config, &format!("2026-0{m}"), &rows);
+        let period = format!("2026-0{m}-01");
+        assert_eq!(by_period(&summary), BTreeMap::from([(period.clone(), 1)]));
+        let listed: Vec<_> = missing_rows(root)
+            .into_iter()
+            .filter(|r| r["_missing_period"] == period)
+            .collect();
+        assert_eq!(listed.len(), 1, "{period}");
+        assert_eq!(listed[0]["account_id"], gone[0]);
+        assert!(
+            listed[0]["statement_date"].starts_with("2025-12"),
+            "{listed:?}"
+        );
+    }
+    assert_eq!(backlog(config)["overall"]["backlog"]["missing"], 2);
+    let march = run(
+        root,
+        config,
+        "2026-03",
+        &bank.statements(month(2026, 3), false),
+    );
+    assert_eq!(march["missing_entities"]["total"], 0);
+}

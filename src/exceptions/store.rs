@@ -24,6 +24,7 @@ use iceberg::{Catalog, TableCreation, TableIdent};
 
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
+use crate::config::rules::MISSING_ENTITIES_METRIC;
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, RunAppend, append_for_run};
@@ -220,23 +221,9 @@ pub async fn missing_by_period(
     store: &TableIdent,
     contributor: &str,
 ) -> Result<BTreeMap<String, u64>> {
-    let target = store.to_string();
-    let exists = catalog
-        .table_exists(store)
-        .await
-        .map_err(Error::catalog("load", &target))?;
-    if !exists {
-        return Ok(BTreeMap::new());
-    }
-    let table = catalog
-        .load_table(store)
-        .await
-        .map_err(Error::catalog("load", &target))?;
-    let filter = Reference::new("contributor")
-        .equal_to(Datum::string(contributor))
-        .and(Reference::new("status").equal_to(Datum::string(ExceptionStatus::Missing.as_str())));
+    let missing = Some(ExceptionStatus::Missing);
     let mut ids: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for event in scan_events(&table, Some(filter)).await? {
+    for event in missing_entity_events(catalog, store, contributor, missing).await? {
         let period = event
             .record_key
             .as_deref()
@@ -251,6 +238,51 @@ pub async fn missing_by_period(
         .into_iter()
         .map(|(p, ids)| (p, ids.len() as u64))
         .collect())
+}
+
+/// The entity keys (each a record key without its period) of `contributor`'s
+/// missing entities still open: not declared, ignored or resolved since.
+pub async fn still_missing_keys(
+    catalog: &dyn Catalog,
+    store: &TableIdent,
+    contributor: &str,
+) -> Result<BTreeSet<String>> {
+    let events = missing_entity_events(catalog, store, contributor, None).await?;
+    Ok(super::backlog::states(&events)
+        .iter()
+        .filter(|s| s.latest.status == ExceptionStatus::Missing)
+        .filter_map(|s| s.latest.record_key.as_deref()?.rsplit_once('|'))
+        .map(|(key, _period)| key.to_string())
+        .collect())
+}
+
+/// The events of `contributor`'s missing-entity exceptions (of one status,
+/// or all), from the exception store when it exists.
+async fn missing_entity_events(
+    catalog: &dyn Catalog,
+    store: &TableIdent,
+    contributor: &str,
+    status: Option<ExceptionStatus>,
+) -> Result<Vec<ExceptionEvent>> {
+    let target = store.to_string();
+    let exists = catalog
+        .table_exists(store)
+        .await
+        .map_err(Error::catalog("load", &target))?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let table = catalog
+        .load_table(store)
+        .await
+        .map_err(Error::catalog("load", &target))?;
+    let mut filter = Reference::new("contributor")
+        .equal_to(Datum::string(contributor))
+        .and(Reference::new("rule").equal_to(Datum::string(MISSING_ENTITIES_METRIC)));
+    if let Some(status) = status {
+        filter = filter.and(Reference::new("status").equal_to(Datum::string(status.as_str())));
+    }
+    scan_events(&table, Some(filter)).await
 }
 
 /// The events `filter` keeps (all without one), in no particular order.
