@@ -95,8 +95,9 @@ struct TypedTable {
 enum RawText {
     /// Byte spans of each record in the file's bytes (CSV).
     Spans(bytes::Bytes, Vec<(u64, u64)>),
-    /// The row's text columns joined with commas (Parquet).
-    Columns(Vec<Option<StringArray>>),
+    /// The file's column per contract column (Parquet): the row's values
+    /// as text, joined with commas.
+    Columns(Vec<Option<ArrayRef>>),
 }
 
 impl TypedTable {

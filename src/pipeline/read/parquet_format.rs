@@ -1,67 +1,243 @@
-//! Parquet files: columns are matched by name and brought to the contract's
-//! types through text, so a Parquet drop meets exactly the same parse checks
-//! as a CSV one. Row numbers (1-based) stand in for line numbers.
+//! Parquet files: columns are matched by name. A column whose Parquet type
+//! already is the contract's (a string, an integer or double of the same
+//! width, a boolean, a date a text date could hold, a decimal of the same
+//! scale within the contract's precision) is taken as it is: reading it
+//! through text would accept exactly the same values. Any other column is
+//! brought to the contract's type through text, so a Parquet drop meets
+//! exactly the same parse checks as a CSV one. Only the contract's columns
+//! are decoded, split across the cores. Row numbers (1-based) stand in for
+//! line numbers.
 
-use arrow::array::{Array, StringArray};
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatchReader, StringArray, new_null_array};
+use arrow::compute::{cast, concat_batches};
+use arrow::datatypes::{DataType, Date32Type, Decimal128Type};
+use bytes::Bytes;
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::typing::TypedRows;
+use super::typing::{Problems, TypedRows};
 use super::{RawText, TypedTable, map_header};
-use crate::config::contract::Contract;
-use crate::config::values::to_text;
+use crate::config::contract::{Column, ColumnType, Contract};
+use crate::config::values::{parse_date, to_text};
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
-use crate::stage::Stage;
 
-/// Reads one Parquet file, typing its columns as text.
+/// Reads one Parquet file into the contract's types.
 pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
-    let bad = |reason: String| Error::BadDrop {
-        location: file.name.clone(),
-        reason,
-    };
     let builder = ParquetRecordBatchReaderBuilder::try_new(file.bytes.clone())
-        .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
-    let schema = builder.schema().clone();
-    let reader = builder
-        .build()
-        .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
-    let batches = reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| bad(format!("cannot decode: {e}")))?;
-    let all =
-        arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Read))?;
-    let header: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let (positions, drift) = map_header(contract, (&file.name, &file.name), &header)?;
-    let columns = positions
+        .map_err(|e| bad(file, format!("not a readable Parquet file: {e}")))?;
+    let header: Vec<String> = builder
+        .schema()
+        .fields()
         .iter()
-        .zip(&contract.columns)
-        .map(|(p, column)| {
-            p.map(|p| {
-                to_text(all.column(p).as_ref())
-                    .map_err(|reason| bad(column_problem(&column.name, &reason)))
+        .map(|f| f.name().clone())
+        .collect();
+    let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+    let (positions, drift) = map_header(contract, (&file.name, &file.name), &header)?;
+    let columns: Vec<(&Column, Option<usize>)> = contract
+        .columns
+        .iter()
+        .zip(positions.iter().copied())
+        .collect();
+    let parts: Vec<Result<Part>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = column_ranges(columns.len())
+            .into_iter()
+            .map(|range| {
+                let part = &columns[range];
+                scope.spawn(move || read_part(file, part, rows))
             })
-            .transpose()
-        })
-        .collect::<Result<Vec<Option<StringArray>>>>()?;
-    let rows = all.num_rows();
-    let mut typed = TypedRows::new(&contract.columns, rows);
-    for row in 0..rows {
-        typed.append(
-            columns
-                .iter()
-                .map(|c| c.as_ref().filter(|c| c.is_valid(row)).map(|c| c.value(row))),
-        );
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Internal(
+                        "read: a Parquet reader thread panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    });
+    let mut typed = Vec::with_capacity(columns.len());
+    let mut sources = Vec::with_capacity(columns.len());
+    let mut first_problem: BTreeMap<usize, String> = BTreeMap::new();
+    for part in parts {
+        let part = part?;
+        typed.extend(part.typed);
+        sources.extend(part.sources);
+        for (row, problem) in part.problems {
+            first_problem.entry(row).or_insert(problem);
+        }
     }
-    let (typed_columns, problems) = typed.finish()?;
     Ok(TypedTable {
         file: file.name.clone(),
-        columns: typed_columns,
+        columns: typed,
         lines: (1..=rows as u64).collect(),
-        problems,
-        raws: RawText::Columns(columns),
+        problems: first_problem.into_iter().collect(),
+        raws: RawText::Columns(sources),
         rejects: Vec::new(),
         drift,
     })
+}
+
+fn bad(file: &DropFile, reason: String) -> Error {
+    Error::BadDrop {
+        location: file.name.clone(),
+        reason,
+    }
+}
+
+/// Contiguous ranges of `count` contract columns, one per core.
+fn column_ranges(count: usize) -> Vec<Range<usize>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let size = count.div_ceil(cores.clamp(1, count.max(1))).max(1);
+    (0..count)
+        .step_by(size)
+        .map(|start| start..(start + size).min(count))
+        .collect()
+}
+
+/// Some contract columns of a file, typed, with the rows whose value did not read.
+struct Part {
+    typed: Vec<ArrayRef>,
+    /// The file's column per contract column (`None` when absent), for raw text.
+    sources: Vec<Option<ArrayRef>>,
+    problems: Problems,
+}
+
+/// Decodes and types `columns` (each with its index in the file).
+fn read_part(file: &DropFile, columns: &[(&Column, Option<usize>)], rows: usize) -> Result<Part> {
+    let sources = decode(file.bytes.clone(), columns, rows).map_err(|reason| bad(file, reason))?;
+    let mut typed: Vec<Option<ArrayRef>> = columns
+        .iter()
+        .zip(&sources)
+        .map(|((column, _), source)| match source {
+            None => Some(new_null_array(&column.column_type.arrow_type(), rows)),
+            Some(source) => as_contract_type(column, source),
+        })
+        .collect();
+    let through_text: Vec<usize> = (0..columns.len()).filter(|i| typed[*i].is_none()).collect();
+    let mut problems = Vec::new();
+    if !through_text.is_empty() {
+        let text_columns: Vec<Column> =
+            through_text.iter().map(|i| columns[*i].0.clone()).collect();
+        let texts = through_text
+            .iter()
+            .map(|i| {
+                let source = sources[*i].as_ref().ok_or_else(|| {
+                    Error::Internal("read: an absent Parquet column read as text".into())
+                })?;
+                to_text(source.as_ref())
+                    .map_err(|reason| bad(file, column_problem(&columns[*i].0.name, &reason)))
+            })
+            .collect::<Result<Vec<StringArray>>>()?;
+        let (arrays, found) = typed_from_text(&text_columns, &texts, rows)?;
+        for (i, array) in through_text.iter().zip(arrays) {
+            typed[*i] = Some(array);
+        }
+        problems = found;
+    }
+    let typed = typed
+        .into_iter()
+        .map(|t| t.ok_or_else(|| Error::Internal("read: a Parquet column left untyped".into())))
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    Ok(Part {
+        typed,
+        sources,
+        problems,
+    })
+}
+
+/// The file's columns for `columns` (only those are decoded), `None` for absent ones.
+fn decode(
+    bytes: Bytes,
+    columns: &[(&Column, Option<usize>)],
+    rows: usize,
+) -> std::result::Result<Vec<Option<ArrayRef>>, String> {
+    let indices: Vec<usize> = columns.iter().filter_map(|(_, p)| *p).collect();
+    if indices.is_empty() {
+        return Ok(vec![None; columns.len()]);
+    }
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| format!("not a readable Parquet file: {e}"))?;
+    let names: Vec<String> = builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(rows.max(1))
+        .build()
+        .map_err(|e| format!("not a readable Parquet file: {e}"))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot decode: {e}"))?;
+    let all = concat_batches(&schema, &batches).map_err(|e| format!("cannot decode: {e}"))?;
+    Ok(columns
+        .iter()
+        .map(|(_, p)| p.and_then(|p| all.column_by_name(&names[p]).cloned()))
+        .collect())
+}
+
+/// `source` as the contract column's type when its Parquet type already
+/// holds exactly the values text would (`None`: read it through text).
+fn as_contract_type(column: &Column, source: &ArrayRef) -> Option<ArrayRef> {
+    match (column.column_type, source.data_type()) {
+        (ColumnType::String, DataType::Utf8)
+        | (ColumnType::Int, DataType::Int32)
+        | (ColumnType::Long, DataType::Int64)
+        | (ColumnType::Double, DataType::Float64)
+        | (ColumnType::Boolean, DataType::Boolean) => Some(source.clone()),
+        (ColumnType::String, DataType::LargeUtf8 | DataType::Utf8View) => {
+            cast(source, &DataType::Utf8).ok()
+        }
+        (ColumnType::String, DataType::Dictionary(_, values)) if **values == DataType::Utf8 => {
+            cast(source, &DataType::Utf8).ok()
+        }
+        (ColumnType::Date, DataType::Date32) => dates_text_could_hold(source),
+        (ColumnType::Decimal { precision, scale }, DataType::Decimal128(p, s))
+            if *s == scale && *p <= precision =>
+        {
+            let values = source.as_primitive::<Decimal128Type>();
+            values.validate_decimal_precision(precision).ok()?;
+            let values = values
+                .clone()
+                .with_precision_and_scale(precision, scale)
+                .ok()?;
+            Some(std::sync::Arc::new(values))
+        }
+        _ => None,
+    }
+}
+
+/// `source` (dates) when every date is one a `YYYY-MM-DD` text could hold.
+fn dates_text_could_hold(source: &ArrayRef) -> Option<ArrayRef> {
+    let dates = source.as_primitive::<Date32Type>();
+    let (first, last) = (parse_date("0001-01-01")?, parse_date("9999-12-31")?);
+    let min = arrow::compute::min(dates);
+    let max = arrow::compute::max(dates);
+    let within = min.is_none_or(|d| d >= first) && max.is_none_or(|d| d <= last);
+    within.then(|| source.clone())
+}
+
+/// `columns` typed from their text, with the rows whose value did not read.
+fn typed_from_text(
+    columns: &[Column],
+    texts: &[StringArray],
+    rows: usize,
+) -> Result<(Vec<ArrayRef>, Problems)> {
+    let mut typed = TypedRows::new(columns, rows);
+    for row in 0..rows {
+        typed.append(texts.iter().map(|c| c.is_valid(row).then(|| c.value(row))));
+    }
+    typed.finish()
 }
 
 /// Why column `name` of a Parquet file is refused.
@@ -72,11 +248,13 @@ fn column_problem(name: &str, reason: &str) -> String {
 }
 
 /// A Parquet row as text: its contract columns joined with commas.
-pub(super) fn raw_row(columns: &[Option<StringArray>], row: usize) -> String {
+pub(super) fn raw_row(columns: &[Option<ArrayRef>], row: usize) -> String {
     columns
         .iter()
         .map(|c| match c {
-            Some(c) if c.is_valid(row) => c.value(row).to_string(),
+            Some(c) if c.is_valid(row) => to_text(c.slice(row, 1).as_ref())
+                .map(|text| text.value(0).to_string())
+                .unwrap_or_default(),
             _ => String::new(),
         })
         .collect::<Vec<_>>()
@@ -120,6 +298,89 @@ mod tests {
         assert_eq!(read.rejects.len(), 1);
         assert_eq!(read.rejects[0].line, 2);
         assert_eq!(read.rejects[0].raw, "B,not a date,6,");
+    }
+
+    fn parquet_of(columns: Vec<(&str, arrow::array::ArrayRef)>) -> Vec<u8> {
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        bytes
+    }
+
+    /// Columns already of the contract's types are taken as they are and
+    /// give exactly the rows the same values give as CSV text.
+    #[test]
+    fn typed_parquet_columns_read_as_their_csv_text_does() {
+        use arrow::array::{Date32Array, Decimal128Array, LargeStringArray};
+        let day = crate::config::values::parse_date("2026-01-31").unwrap();
+        let bytes = parquet_of(vec![
+            (
+                "note",
+                Arc::new(LargeStringArray::from(vec![Some("n"), None])),
+            ),
+            ("id", Arc::new(StringArray::from(vec!["A", "B"]))),
+            ("day", Arc::new(Date32Array::from(vec![day, day + 1]))),
+            (
+                "amount",
+                Arc::new(
+                    Decimal128Array::from(vec![1234, -5])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+            ),
+        ]);
+        let csv = b"id,day,amount,note\nA,2026-01-31,12.34,n\nB,2026-02-01,-0.05,\n";
+        let from_parquet = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
+        let from_csv = read_drop(&contract(), &[file("p.csv", csv)]).unwrap();
+        assert!(
+            from_parquet.rejects.is_empty(),
+            "{:?}",
+            from_parquet.rejects
+        );
+        let contract_columns = contract().columns.len();
+        for i in 0..contract_columns {
+            assert_eq!(
+                from_parquet.rows.column(i).as_ref(),
+                from_csv.rows.column(i).as_ref(),
+                "column {i}"
+            );
+        }
+    }
+
+    /// A typed value text could not hold (a decimal beyond the contract's
+    /// precision, a date past year 9999) goes through text and is a reject
+    /// naming its column, as in a CSV.
+    #[test]
+    fn typed_parquet_values_text_could_not_hold_are_rejects() {
+        use arrow::array::{Date32Array, Decimal128Array};
+        let day = crate::config::values::parse_date("2026-01-31").unwrap();
+        let far = crate::config::values::parse_date("9999-12-31").unwrap() + 1;
+        let bytes = parquet_of(vec![
+            ("id", Arc::new(StringArray::from(vec!["A", "B", "C"]))),
+            ("day", Arc::new(Date32Array::from(vec![day, far, day]))),
+            (
+                "amount",
+                Arc::new(
+                    Decimal128Array::from(vec![1, 2, 10_i128.pow(19)])
+                        .with_precision_and_scale(22, 2)
+                        .unwrap(),
+                ),
+            ),
+        ]);
+        let read = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
+        assert_eq!(read.rows.num_rows(), 1);
+        let reasons: Vec<(u64, &str)> = read
+            .rejects
+            .iter()
+            .map(|r| (r.line, r.reason.as_str()))
+            .collect();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert_eq!(reasons[0].0, 2);
+        assert!(reasons[0].1.contains("column 'day'"), "{reasons:?}");
+        assert_eq!(reasons[1].0, 3);
+        assert!(reasons[1].1.contains("column 'amount'"), "{reasons:?}");
     }
 
     fn parquet_with(extra: Field, values: arrow::array::ArrayRef) -> Vec<u8> {
