@@ -16,8 +16,10 @@ rendered from (default: the shipped ones). Each YAML document is checked:
              own OpenAPI spec), made strict the same way. A kind with no
              schema is a failure, not a warning.
   contract   silverline's exit-code contract: the CronJob retries only exit
-             codes 3 and 5 (podFailurePolicy, restartPolicy Never, Forbid);
-             the Argo template retries only 3 and 5, fans out with withParam
+             codes 3 and 5, and runs 4 again uncounted (a concurrent run
+             committed the drop: the rerun exits 0) (podFailurePolicy,
+             restartPolicy Never, Forbid); the Argo template retries only
+             3, 5 and 4, fans out with withParam
              under a parallelism limit and has an exit handler that alerts;
              the CronWorkflow starts that template with the contributors;
              every image is pinned by digest; the workbench runs `serve`
@@ -367,7 +369,7 @@ def check_cronjob_contract(doc: Doc) -> list[str]:
     if not policy:
         problems.append("spec.jobTemplate.spec.podFailurePolicy missing (retries are decided by exit code)")
     else:
-        expected = {1: "FailJob", 2: "FailJob", 3: "Count", 4: "FailJob", 5: "Count", 101: "FailJob"}
+        expected = {1: "FailJob", 2: "FailJob", 3: "Count", 4: "Ignore", 5: "Count", 101: "FailJob"}
         for code, action in expected.items():
             got = first_matching_action(policy, name, code)
             if got != action:
@@ -426,7 +428,7 @@ def retry_policy_problems(retry: dict) -> list[str]:
         return problems + ["retryStrategy.expression missing: every failure would be retried"]
     # (exit code, node phase) -> should Argo retry? -1: no exit code (pod evicted/deleted)
     expected = {(3, "Failed"): True, (5, "Failed"): True, (1, "Failed"): False, (2, "Failed"): False,
-                (4, "Failed"): False, (101, "Failed"): False, (137, "Failed"): False}
+                (4, "Failed"): True, (101, "Failed"): False, (137, "Failed"): False}
     for (code, status), want in expected.items():
         try:
             got = eval_retry_expression(expression, code, status)
@@ -435,7 +437,7 @@ def retry_policy_problems(retry: dict) -> list[str]:
         if got != want:
             problems.append(
                 f"retryStrategy.expression {'retries' if got else 'does not retry'} exit code {code}"
-                " (exit codes 3 and 5, and only they, are retried)"
+                " (exit codes 3, 5 and 4, whose rerun exits 0, and only they, are retried)"
             )
     return problems
 
