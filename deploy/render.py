@@ -40,7 +40,6 @@ DEFAULT_OUT = DEPLOY / "k8s"
 CONFIG_MOUNT = "/etc/silverline"
 AIRFLOW_FILE = "airflow-dataset.json"
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 CONFIG_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")

@@ -326,15 +326,6 @@ def hardened_container_problems(where: str, container: dict, pod_security: dict)
     return problems
 
 
-def exit_code_rules(policy: dict) -> list[tuple[str, str, list[int]]]:
-    out = []
-    for rule in policy.get("rules") or []:
-        codes = rule.get("onExitCodes")
-        if codes:
-            out.append((rule.get("action"), codes.get("operator"), list(codes.get("values") or [])))
-    return out
-
-
 def first_matching_action(policy: dict, container: str, code: int) -> str | None:
     """The podFailurePolicy action Kubernetes takes for a container exit code (first matching rule)."""
     for rule in policy.get("rules") or []:
