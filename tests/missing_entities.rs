@@ -228,3 +228,106 @@ fn a_closed_when_that_is_not_boolean_is_refused_naming_the_setting() {
     assert.code(2);
     assert!(text.contains("completeness.closed_when"), "{text}");
 }
+
+/// A committed period's `missing_entities` is the count its run recorded in
+/// the exception store, so rules read `prev_missing_entities` and
+/// `avg_missing_entities` like any metric's. December misses none (its
+/// recorded count is 0), January 1, February 2, March 5; the rule "at most
+/// double the previous month" fails January (1 > 0) and March (5 > 4) and
+/// holds for February (2 <= 2).
+#[test]
+fn rules_read_the_missing_count_of_committed_periods() {
+    let growth = "missing_growth,*,aggregate,prev_missing_entities IS NULL OR missing_entities <= 2 * prev_missing_entities,warn,at most twice as many accounts left out as the month before,true,,,";
+    let (tmp, config) = project(|t| {
+        t.replace(
+            "missing_accounts,*,",
+            &format!("{growth}\nmissing_accounts,*,"),
+        )
+    });
+    let (root, config) = (tmp.path(), config.to_str().unwrap());
+    let mut bank = Portfolio::new(BANK, 1000, false, 13);
+    let mut previous = bank.statements(month(2025, 12), false);
+    run(root, config, "2025-12", &previous);
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    let mut expected = Vec::new();
+    for (m, left) in [(1, 1), (2, 2), (3, 5)] {
+        let rows = bank.statements(month(2026, m), false);
+        // Accounts open last month, not left out before.
+        let left_out: Vec<String> = previous
+            .iter()
+            .filter(|r| !["CLOSED", "WRITTEN_OFF"].contains(&r.status))
+            .map(|r| r.account.clone())
+            .filter(|a| !used.contains(a))
+            .take(left)
+            .collect();
+        used.extend(left_out.iter().cloned());
+        let summary = run(
+            root,
+            config,
+            &format!("2026-0{m}"),
+            &without(&rows, &left_out),
+        );
+        let period = &summary["aggregates"].as_array().unwrap()[0];
+        expected.push((
+            summary["missing_entities"]["total"].as_u64().unwrap(),
+            period["previous"]["missing_entities"].as_f64(),
+            period["average"]["missing_entities"].as_f64(),
+            rule_outcome(&summary, "missing_growth")["failed"]
+                .as_u64()
+                .unwrap()
+                > 0,
+        ));
+        previous = rows;
+    }
+    assert_eq!(
+        expected,
+        vec![
+            (1, Some(0.0), Some(0.0), true),
+            (2, Some(1.0), Some(0.5), false),
+            (5, Some(2.0), Some(1.0), true),
+        ]
+    );
+}
+
+/// An account left out two months running is missing from both: in
+/// February its latest state is December's (older than the month before),
+/// found because January recorded it missing; March declares it again and
+/// misses nothing.
+#[test]
+fn an_account_left_out_two_months_running_is_missing_from_both() {
+    let (tmp, config) = project(|t| t);
+    let (root, config) = (tmp.path(), config.to_str().unwrap());
+    let mut bank = Portfolio::new(BANK, 200, false, 17);
+    let december = bank.statements(month(2025, 12), false);
+    run(root, config, "2025-12", &december);
+    let gone: Vec<String> = december
+        .iter()
+        .filter(|r| !["CLOSED", "WRITTEN_OFF"].contains(&r.status))
+        .map(|r| r.account.clone())
+        .take(1)
+        .collect();
+    for m in [1, 2] {
+        let rows = without(&bank.statements(month(2026, m), false), &gone);
+        let summary = run(root, config, &format!("2026-0{m}"), &rows);
+        let period = format!("2026-0{m}-01");
+        assert_eq!(by_period(&summary), BTreeMap::from([(period.clone(), 1)]));
+        let listed: Vec<_> = missing_rows(root)
+            .into_iter()
+            .filter(|r| r["_missing_period"] == period)
+            .collect();
+        assert_eq!(listed.len(), 1, "{period}");
+        assert_eq!(listed[0]["account_id"], gone[0]);
+        assert!(
+            listed[0]["statement_date"].starts_with("2025-12"),
+            "{listed:?}"
+        );
+    }
+    assert_eq!(backlog(config)["overall"]["backlog"]["missing"], 2);
+    let march = run(
+        root,
+        config,
+        "2026-03",
+        &bank.statements(month(2026, 3), false),
+    );
+    assert_eq!(march["missing_entities"]["total"], 0);
+}

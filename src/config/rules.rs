@@ -203,7 +203,8 @@ pub struct Completeness {
 
 impl Completeness {
     /// The built-in `missing_entities` metric: the count the baseline put on
-    /// every row of the period. Committed periods have no value for it.
+    /// every row of the period. A committed period's is the count of its
+    /// `missing` exceptions.
     pub fn metric(&self) -> Metric {
         Metric {
             name: MISSING_ENTITIES_METRIC.to_string(),
@@ -230,10 +231,17 @@ pub struct Metric {
 }
 
 impl Metric {
-    /// Whether it is measured on the drop's periods only: it reads previous
-    /// values, or it is the built-in `missing_entities`.
+    /// Whether it is measured on the drop's periods only (it reads previous
+    /// values), so that it has no `prev_` or `avg_`.
     pub fn drop_only(&self) -> bool {
-        !self.prev_columns.is_empty() || self.name == MISSING_ENTITIES_METRIC
+        !self.prev_columns.is_empty()
+    }
+
+    /// Whether committed periods measure it over their Silver rows; the
+    /// built-in `missing_entities` of a committed period is what the
+    /// exception store recorded for it instead.
+    pub fn from_silver(&self) -> bool {
+        !self.drop_only() && self.name != MISSING_ENTITIES_METRIC
     }
 }
 
@@ -395,7 +403,7 @@ pub fn drop_only_metric_hint(expression: &str, metrics: &[Metric]) -> Option<Str
                 .any(|name| expression.contains(name.as_str()))
     })?;
     Some(format!(
-        "metric '{}' is measured on the drop's periods only (it reads prev_* columns, or it is the built-in missing_entities), so it has no prev_{name} or avg_{name}: compare {name} with a constant or another metric",
+        "metric '{}' is measured on the drop's periods only (it reads prev_* columns), so it has no prev_{name} or avg_{name}: compare {name} with a constant or another metric",
         metric.name,
         name = metric.name
     ))

@@ -4,7 +4,7 @@
 //! A table created before a column was added ([`ADDED_COLUMNS`]) gets it
 //! when it is next loaded (optional: earlier events read it as empty).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray, TimestampMicrosecondArray};
@@ -14,7 +14,7 @@ use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use iceberg::arrow::schema_to_arrow_schema;
-use iceberg::expr::Reference;
+use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{
     Datum, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
@@ -24,6 +24,7 @@ use iceberg::{Catalog, TableCreation, TableIdent};
 
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
+use crate::config::rules::MISSING_ENTITIES_METRIC;
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, RunAppend, append_for_run};
@@ -208,6 +209,84 @@ pub fn has_run(table: &Table, run_key: &str) -> Result<bool> {
 
 /// Every event of the table, or of one contributor, in no particular order.
 pub async fn read_events(table: &Table, contributor: Option<&str>) -> Result<Vec<ExceptionEvent>> {
+    let filter = contributor.map(|c| Reference::new("contributor").equal_to(Datum::string(c)));
+    scan_events(table, filter).await
+}
+
+/// How many entities each period of `contributor` was recorded missing from
+/// (distinct `missing` exceptions per period, `[completeness]`), from the
+/// exception store when it exists; its periods are `YYYY-MM-01`.
+pub async fn missing_by_period(
+    catalog: &dyn Catalog,
+    store: &TableIdent,
+    contributor: &str,
+) -> Result<BTreeMap<String, u64>> {
+    let missing = Some(ExceptionStatus::Missing);
+    let mut ids: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for event in missing_entity_events(catalog, store, contributor, missing).await? {
+        let period = event
+            .record_key
+            .as_deref()
+            .and_then(|k| k.rsplit('|').next());
+        if let Some(period) = period {
+            ids.entry(period.to_string())
+                .or_default()
+                .insert(event.exception_id);
+        }
+    }
+    Ok(ids
+        .into_iter()
+        .map(|(p, ids)| (p, ids.len() as u64))
+        .collect())
+}
+
+/// The entity keys (each a record key without its period) of `contributor`'s
+/// missing entities still open: not declared, ignored or resolved since.
+pub async fn still_missing_keys(
+    catalog: &dyn Catalog,
+    store: &TableIdent,
+    contributor: &str,
+) -> Result<BTreeSet<String>> {
+    let events = missing_entity_events(catalog, store, contributor, None).await?;
+    Ok(super::backlog::states(&events)
+        .iter()
+        .filter(|s| s.latest.status == ExceptionStatus::Missing)
+        .filter_map(|s| s.latest.record_key.as_deref()?.rsplit_once('|'))
+        .map(|(key, _period)| key.to_string())
+        .collect())
+}
+
+/// The events of `contributor`'s missing-entity exceptions (of one status,
+/// or all), from the exception store when it exists.
+async fn missing_entity_events(
+    catalog: &dyn Catalog,
+    store: &TableIdent,
+    contributor: &str,
+    status: Option<ExceptionStatus>,
+) -> Result<Vec<ExceptionEvent>> {
+    let target = store.to_string();
+    let exists = catalog
+        .table_exists(store)
+        .await
+        .map_err(Error::catalog("load", &target))?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let table = catalog
+        .load_table(store)
+        .await
+        .map_err(Error::catalog("load", &target))?;
+    let mut filter = Reference::new("contributor")
+        .equal_to(Datum::string(contributor))
+        .and(Reference::new("rule").equal_to(Datum::string(MISSING_ENTITIES_METRIC)));
+    if let Some(status) = status {
+        filter = filter.and(Reference::new("status").equal_to(Datum::string(status.as_str())));
+    }
+    scan_events(&table, Some(filter)).await
+}
+
+/// The events `filter` keeps (all without one), in no particular order.
+async fn scan_events(table: &Table, filter: Option<Predicate>) -> Result<Vec<ExceptionEvent>> {
     if table.metadata().current_snapshot().is_none() {
         return Ok(Vec::new());
     }
@@ -215,8 +294,8 @@ pub async fn read_events(table: &Table, contributor: Option<&str>) -> Result<Vec
     // Columns added since the last append read as null in older rows.
     let table = crate::infra::evolve::read_with_current_schema(table)?;
     let mut scan = table.scan();
-    if let Some(contributor) = contributor {
-        scan = scan.with_filter(Reference::new("contributor").equal_to(Datum::string(contributor)));
+    if let Some(filter) = filter {
+        scan = scan.with_filter(filter);
     }
     let batches: Vec<RecordBatch> = scan
         .build()

@@ -2,7 +2,7 @@
 //! write and balance. A run judges again when its commit finds the
 //! contributor's rows committed meanwhile.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
@@ -22,6 +22,8 @@ use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
+use crate::exceptions::store::still_missing_keys;
+use crate::infra::catalog::exceptions_ident;
 use crate::infra::datafile;
 use crate::pipeline::hooks::{self, CrashPoint};
 use crate::progress::Progress;
@@ -83,13 +85,32 @@ pub(super) async fn judge_and_write(
             silver,
             dq_error: &context.dq_error,
             keep: !options.dry_run,
+            missing: plan
+                .completeness
+                .as_ref()
+                .map(|_| (context.catalog.clone(), exceptions_ident(plan))),
         },
     )?;
     // The record keys the drop declares, kept for the exception store once
     // the rows themselves are freed.
     let declared = declared_columns(&plan.contract, &batch.rows)?;
+    let still_missing = match completeness_of(plan, options) {
+        Some(_) => {
+            still_missing_keys(
+                context.catalog.as_ref(),
+                &exceptions_ident(plan),
+                contributor,
+            )
+            .await?
+        }
+        None => BTreeSet::new(),
+    };
+    let expected = completeness_of(plan, options).map(|completeness| baseline::Expected {
+        completeness,
+        still_missing: &still_missing,
+    });
     let baselined = baseline::load_baseline(
-        (&plan.contract, completeness_of(plan, options)),
+        (&plan.contract, expected),
         (rules, &plan.metrics),
         plan.lookback_months,
         contributor,

@@ -9,12 +9,16 @@
 //! entities the drop leaves out: only their states are kept, so memory follows
 //! the absent entities, not the history), and, in a drop of several periods,
 //! the drop's own rows and its entities' history (a backfill's February
-//! expects the accounts open in its January).
+//! expects the accounts open in its January). An entity still recorded
+//! missing (an open `missing` exception) is searched in older months too, back
+//! to the lookback, so that one left out two months running is missing twice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Date32Array, Int64Array, UInt32Array};
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, StringArray, UInt32Array,
+};
 use arrow::compute::{cast, concat_batches, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -122,15 +126,104 @@ impl States {
 pub(super) struct Absent {
     index: KeyIndex,
     states: States,
+    /// Entities still recorded missing (open `missing` exceptions) whose
+    /// latest state is older than the month before the drop.
+    carried: Carried,
+}
+
+/// What finding missing entities needs from outside the history.
+pub struct Expected<'a> {
+    /// What counts as closed.
+    pub completeness: &'a Completeness,
+    /// The entity keys (parts joined by `|`) still recorded missing.
+    pub still_missing: &'a BTreeSet<String>,
+}
+
+/// Entities recorded missing and not declared since: still expected, from
+/// their latest committed state within the lookback, which may be older than
+/// the month before the drop (an account left out two months running).
+pub(super) struct Carried {
+    index: KeyIndex,
+    /// Per carried entity: its latest state has been found (or the drop
+    /// declares it), so older months need not be searched for it.
+    found: Vec<bool>,
+    left: usize,
+}
+
+impl Carried {
+    /// The carried entities of `keys` (entity key parts joined by `|`),
+    /// none found yet except those the drop (`drop_keys`) declares.
+    pub(super) fn new(
+        contract: &Contract,
+        keys: &BTreeSet<String>,
+        drop_keys: &[ArrayRef],
+    ) -> Result<Carried> {
+        let mut index = KeyIndex::new(Stage::Baseline);
+        index.insert(&key_parts(contract, keys))?;
+        let mut carried = Carried {
+            found: vec![false; index.len()],
+            left: index.len(),
+            index,
+        };
+        let declared = carried.index.find(drop_keys)?;
+        carried.mark(declared.into_iter().flatten());
+        Ok(carried)
+    }
+
+    fn mark(&mut self, entities: impl IntoIterator<Item = u32>) {
+        for entity in entities {
+            if !std::mem::replace(&mut self.found[entity as usize], true) {
+                self.left -= 1;
+            }
+        }
+    }
+}
+
+/// One text column per entity key column, from keys joined by `|` (a key
+/// that does not split into as many parts is left out, with a warning).
+fn key_parts(contract: &Contract, keys: &BTreeSet<String>) -> Vec<ArrayRef> {
+    let width = contract.entity_key.len();
+    let split: Vec<Vec<&str>> = keys
+        .iter()
+        .filter_map(|key| {
+            let parts: Vec<&str> = key.splitn(width, '|').collect();
+            if parts.len() != width {
+                tracing::warn!(columns = width, "a missing entity's recorded key does not split into its key columns: it is not carried");
+            }
+            (parts.len() == width).then_some(parts)
+        })
+        .collect();
+    (0..width)
+        .map(|i| Arc::new(StringArray::from_iter_values(split.iter().map(|p| p[i]))) as ArrayRef)
+        .collect()
 }
 
 impl Absent {
     /// Nothing gathered yet; `schema` holds the state columns.
-    pub(super) fn new(schema: SchemaRef) -> Absent {
+    pub(super) fn new(schema: SchemaRef, carried: Carried) -> Absent {
         Absent {
             index: KeyIndex::new(Stage::Baseline),
             states: States::new(schema),
+            carried,
         }
+    }
+
+    /// Whether some carried entity's latest state is still to be found.
+    pub(super) fn searching(&self) -> bool {
+        self.carried.left > 0
+    }
+
+    /// Keeps the rows of `batch` (from a month older than the month before
+    /// the drop, newest month first) of carried entities not found yet.
+    pub(super) fn keep_carried(&mut self, contract: &Contract, batch: &RecordBatch) -> Result<()> {
+        let keys = key_columns(contract, batch)?;
+        let carried = self.carried.index.find(&keys)?;
+        let rows: Vec<u32> = (0..carried.len() as u32)
+            .filter(|row| carried[*row as usize].is_some_and(|e| !self.carried.found[e as usize]))
+            .collect();
+        self.carried
+            .mark(rows.iter().filter_map(|r| carried[*r as usize]));
+        self.keep_rows(contract, batch, rows)
     }
 
     /// Keeps the rows of `batch` whose entity is not in the drop (`found` is `None`).
@@ -143,6 +236,22 @@ impl Absent {
         let rows: Vec<u32> = (0..found.len() as u32)
             .filter(|row| found[*row as usize].is_none())
             .collect();
+        if self.searching() && !rows.is_empty() {
+            let taken = take_record_batch(batch, &UInt32Array::from(rows.clone()))
+                .map_err(Error::arrow(Stage::Baseline))?;
+            let carried = self.carried.index.find(&key_columns(contract, &taken)?)?;
+            self.carried.mark(carried.into_iter().flatten());
+        }
+        self.keep_rows(contract, batch, rows)
+    }
+
+    /// Adds `rows` of `batch` as states of entities the drop leaves out.
+    fn keep_rows(
+        &mut self,
+        contract: &Contract,
+        batch: &RecordBatch,
+        rows: Vec<u32>,
+    ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }

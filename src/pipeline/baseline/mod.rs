@@ -19,7 +19,7 @@
 mod lag;
 mod missing;
 
-pub use missing::Missing;
+pub use missing::{Expected, Missing};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -43,6 +43,7 @@ use crate::infra::evolve::read_with_current_schema;
 use crate::stage::Stage;
 use crate::transient::{MISSING_ENTITIES, PERIOD, with_columns};
 use arrow::datatypes::{DataType, Field};
+use datafusion::execution::SendableRecordBatchStream;
 use futures::TryStreamExt;
 
 /// The drop's rows with their previous state attached, not yet computed.
@@ -65,7 +66,7 @@ pub struct Baselined {
 /// leaves out ([`Missing`]), and every row gets its period's count
 /// (`_missing_entities`).
 pub async fn load_baseline(
-    (contract, completeness): (&Contract, Option<&Completeness>),
+    (contract, expected): (&Contract, Option<Expected<'_>>),
     (rules, metrics): (&[&Rule], &[Metric]),
     lookback_months: u32,
     contributor: &str,
@@ -77,6 +78,7 @@ pub async fn load_baseline(
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules, metrics);
     let entities = Entities::of_drop(contract, &rows)?;
+    let completeness = expected.as_ref().map(|e| e.completeness);
     let read = HistoryRead {
         contract,
         prev: &prev,
@@ -85,7 +87,14 @@ pub async fn load_baseline(
         lookback_months,
         entities: &entities,
     };
-    let mut absent = completeness.map(|_| missing::Absent::new(read.state_schema()));
+    let mut absent = match &expected {
+        Some(expected) => {
+            let drop_keys = key_columns(contract, &rows)?;
+            let carried = missing::Carried::new(contract, expected.still_missing, &drop_keys)?;
+            Some(missing::Absent::new(read.state_schema(), carried))
+        }
+        None => None,
+    };
     let history = read.read(&ctx, window, &mut absent).await?;
     tracing::debug!(rows = history.rows(), "history read");
     let mut lagged = lag::lag(contract, &prev, contributor, &rows, &entities, &history)?;
@@ -350,7 +359,36 @@ impl HistoryRead<'_> {
             tracing::debug!(month = %month_start, still_wanted, "history read");
             month_end = month_start;
         }
+        if let Some(absent) = absent.as_mut() {
+            self.read_carried(ctx, (from, first_period), absent).await?;
+        }
         Ok(history)
+    }
+
+    /// Searches the months before the month before the drop, newest first,
+    /// for the latest states of entities still recorded missing.
+    async fn read_carried(
+        &self,
+        ctx: &SessionContext,
+        (from, first_period): (NaiveDate, NaiveDate),
+        absent: &mut missing::Absent,
+    ) -> Result<()> {
+        let mut month_end = first_period
+            .checked_sub_months(Months::new(1))
+            .unwrap_or(from);
+        while month_end > from && absent.searching() {
+            let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
+            let mut stream = self.stream(ctx, (month_start, month_end)).await?;
+            while let Some(batch) = stream
+                .try_next()
+                .await
+                .map_err(Error::query(Stage::Baseline))?
+            {
+                absent.keep_carried(self.contract, &batch)?;
+            }
+            month_end = month_start;
+        }
+        Ok(())
     }
 
     /// Streams this contributor's rows with `start <= order < end`,
@@ -362,22 +400,7 @@ impl HistoryRead<'_> {
         (history, mut absent): (&mut History, Option<&mut missing::Absent>),
         wanted: impl Fn(u32) -> bool,
     ) -> Result<()> {
-        let order = quote(&self.contract.order_column);
-        let closed = self
-            .completeness
-            .map(missing::closed_column_sql)
-            .unwrap_or_default();
-        let sql = format!(
-            "SELECT {}{closed} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
-            self.projection().join(", "),
-            quote(&self.contract.contributor_column),
-            sql_string(self.contributor)
-        );
-        let frame = ctx.sql(&sql).await.map_err(Error::query(Stage::Baseline))?;
-        let mut stream = frame
-            .execute_stream()
-            .await
-            .map_err(Error::query(Stage::Baseline))?;
+        let mut stream = self.stream(ctx, (start, end)).await?;
         while let Some(batch) = stream
             .try_next()
             .await
@@ -390,6 +413,30 @@ impl HistoryRead<'_> {
             history.keep(&batch, entities, &wanted)?;
         }
         Ok(())
+    }
+
+    /// This contributor's rows with `start <= order < end`, streamed.
+    async fn stream(
+        &self,
+        ctx: &SessionContext,
+        (start, end): (NaiveDate, NaiveDate),
+    ) -> Result<SendableRecordBatchStream> {
+        let order = quote(&self.contract.order_column);
+        let closed = self
+            .completeness
+            .map(missing::closed_column_sql)
+            .unwrap_or_default();
+        let sql = format!(
+            "SELECT {}{closed} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
+            self.projection().join(", "),
+            quote(&self.contract.contributor_column),
+            sql_string(self.contributor)
+        );
+        let frame = ctx.sql(&sql).await.map_err(Error::query(Stage::Baseline))?;
+        frame
+            .execute_stream()
+            .await
+            .map_err(Error::query(Stage::Baseline))
     }
 }
 

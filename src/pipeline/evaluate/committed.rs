@@ -9,9 +9,11 @@
 //! holding the month: later runs reuse them, a month that gained or lost a
 //! file is computed afresh, and deleting the folder only costs time.
 
+use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::sync::Arc;
 
+use arrow::array::{Date32Array, Float64Array};
 use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
@@ -22,16 +24,18 @@ use futures::TryStreamExt;
 use iceberg::expr::Reference;
 use iceberg::spec::Datum;
 use iceberg::table::Table;
+use iceberg::{Catalog, TableIdent};
 
 use super::metrics::{committed_metric_columns, committed_metrics, metrics_by_period_sql};
 use crate::config::Plan;
 use crate::config::contract::Contract;
-use crate::config::rules::{Rule, Scope};
+use crate::config::rules::{MISSING_ENTITIES_METRIC, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
 use crate::core::sql::new_session;
 use crate::core::sql::{quote, register_frame, sql_string};
 use crate::error::{Error, Result};
+use crate::exceptions::store::missing_by_period;
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
 use crate::pipeline::baseline::{comparison_window, register_history_source};
@@ -55,6 +59,9 @@ pub struct CommittedSources<'a> {
     /// Whether months measured now are kept there (a dry run reads kept
     /// months but writes none).
     pub keep: bool,
+    /// With `[completeness]`: the catalog and the exception store whose
+    /// `missing` exceptions give each committed period its `missing_entities`.
+    pub missing: Option<(Arc<dyn Catalog>, TableIdent)>,
 }
 
 /// Starts computing, in the background, the committed periods the drop's
@@ -77,9 +84,24 @@ pub fn start_committed_periods(
     let silver = sources.silver.clone();
     let (dq_error, keep) = (sources.dq_error.clone(), sources.keep);
     let contract = plan.contract.clone();
+    let missing = sources.missing;
     Ok(Some(Background::spawn(
         "measuring the committed periods",
-        async move { months.compute(&contract, &silver, (&dq_error, keep)).await },
+        async move {
+            let mut periods = months
+                .compute(&contract, &silver, (&dq_error, keep))
+                .await?;
+            if let Some((catalog, store)) = missing {
+                let counts =
+                    missing_by_period(catalog.as_ref(), &store, &months.contributor).await?;
+                periods.batches = periods
+                    .batches
+                    .iter()
+                    .map(|batch| with_recorded_missing(batch, &counts))
+                    .collect::<Result<_>>()?;
+            }
+            Ok(periods)
+        },
     )))
 }
 
@@ -177,6 +199,32 @@ impl ComparedMonths {
             nul_terminated_hex(parts.map(str::as_bytes))
         )
     }
+}
+
+/// `batch` (a month's metrics) with `missing_entities` set from `counts`:
+/// the entities recorded missing from each period (0 when none were).
+fn with_recorded_missing(
+    batch: &RecordBatch,
+    counts: &BTreeMap<String, u64>,
+) -> Result<RecordBatch> {
+    let Some((index, _)) = batch.schema().column_with_name(MISSING_ENTITIES_METRIC) else {
+        return Ok(batch.clone());
+    };
+    let periods = batch
+        .column_by_name("p")
+        .and_then(|c| c.as_any().downcast_ref::<Date32Array>())
+        .ok_or_else(|| Error::Internal("committed periods: the period is not a date".into()))?;
+    let recorded: Float64Array = periods
+        .iter()
+        .map(|p| {
+            let period =
+                p.and_then(|day| NaiveDate::from_num_days_from_ce_opt(day + UNIX_EPOCH_FROM_CE))?;
+            Some(counts.get(&period.to_string()).copied().unwrap_or(0) as f64)
+        })
+        .collect();
+    let mut columns = batch.columns().to_vec();
+    columns[index] = Arc::new(recorded);
+    RecordBatch::try_new(batch.schema(), columns).map_err(Error::arrow(Stage::Aggregate))
 }
 
 /// Each month of `[from, to)`, as its own `[start, end)`.

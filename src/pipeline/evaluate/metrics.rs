@@ -23,7 +23,7 @@ pub fn committed_metric_columns(metrics: &[Metric]) -> String {
     selected(
         metrics
             .iter()
-            .filter(|m| !m.drop_only())
+            .filter(|m| m.from_silver())
             .flat_map(|m| m.columns.iter().cloned()),
     )
 }
@@ -33,20 +33,20 @@ fn selected(columns: impl Iterator<Item = String>) -> String {
     columns.iter().map(|c| format!("{}, ", quote(c))).collect()
 }
 
-/// The metrics as measured on committed periods: one measured on the drop's
-/// periods only (it reads previous values, or it is `missing_entities`) has
-/// none there (NULL).
+/// The metrics as measured on committed periods' Silver rows: one that is
+/// not measured there (it reads previous values, or it is `missing_entities`)
+/// is NULL.
 pub fn committed_metrics(metrics: &[Metric]) -> Vec<Metric> {
     metrics
         .iter()
-        .map(|m| match m.drop_only() {
-            true => Metric {
+        .map(|m| match m.from_silver() {
+            false => Metric {
                 expression: "CAST(NULL AS DOUBLE)".to_string(),
                 columns: BTreeSet::new(),
                 prev_columns: BTreeSet::new(),
                 ..m.clone()
             },
-            false => m.clone(),
+            true => m.clone(),
         })
         .collect()
 }
