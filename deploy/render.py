@@ -435,7 +435,8 @@ def render(values: Values) -> dict[str, str]:
         if not docs:
             continue
         docs = substitute(docs, tokens)
-        out[name] = generated_header(f"deploy/base/{name}", values) + leading_comment(text) + "\n" + dump(docs)
+        notes = leading_comment(text).replace("# BASE: ", "# ", 1)
+        out[name] = generated_header(f"deploy/base/{name}", values) + notes + "\n" + dump(docs)
     out["configmap.yaml"] = generated_header("config files", values) + render_configmap(values)
     out["configmap-env.yaml"] = generated_header("env", values) + render_env(values)
     out[AIRFLOW_FILE] = airflow_settings(values)

@@ -77,6 +77,12 @@ if [ "${1:-}" = "--checks" ]; then
         fail "shellcheck deploy/validate.sh: $(echo "$out" | tr '\n' ' ')"
     fi
 
+    if out="$(python deploy/render.py --check 2>&1)"; then
+        pass "render.py --check: deploy/k8s is the render of deploy/datasets/credit_statements.yaml"
+    else
+        fail "render.py --check: $(echo "$out" | tr '\n' ' ')"
+    fi
+
     for mode in check selftest; do
         python deploy/validate.py "$mode" --counts "$WORK/$mode.counts"
         if read -r p f s <"$WORK/$mode.counts" 2>/dev/null; then
