@@ -331,3 +331,23 @@ fn an_account_left_out_two_months_running_is_missing_from_both() {
     );
     assert_eq!(march["missing_entities"]["total"], 0);
 }
+
+/// A sensitive entity key under `quarantine.mask_sensitive` would leave the
+/// missing list unable to name the entities: check-config refuses the pair,
+/// naming the column and both settings.
+#[test]
+fn a_masked_entity_key_is_refused_with_completeness() {
+    let (_tmp, config) = project(|t| {
+        t.replace(
+            "{ name = \"account_id\",          type = \"string\",        nullable = false }",
+            "{ name = \"account_id\",          type = \"string\",        nullable = false, sensitive = true }",
+        )
+        .replace("mask_sensitive = false", "mask_sensitive = true")
+    });
+    let assert = silverline(&["check-config", "--config", config.to_str().unwrap()]);
+    let text = output(&assert);
+    assert.code(2);
+    for needle in ["completeness", "account_id", "quarantine.mask_sensitive"] {
+        assert!(text.contains(needle), "no {needle} in {text}");
+    }
+}

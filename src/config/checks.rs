@@ -529,6 +529,18 @@ fn check_completeness(
                 .to_string(),
         );
     }
+    let masked_keys: Vec<&str> = contract
+        .columns
+        .iter()
+        .filter(|c| c.sensitive && contract.entity_key.contains(&c.name))
+        .map(|c| c.name.as_str())
+        .collect();
+    if raw.quarantine.mask_sensitive && !masked_keys.is_empty() {
+        problems.push(format!(
+            "completeness: the entity key column(s) {} are sensitive and quarantine.mask_sensitive is on, so the missing list could not name the entities left out, nor could a later drop resolve them: turn one of the two off",
+            masked_keys.join(", ")
+        ));
+    }
     let checked = ExprChecker::new(contract.arrow_fields()).and_then(|checker| {
         checker.check_boolean(closed_when)?;
         checker.parse(closed_when)
