@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Validates silverline's deployment manifests (deploy/k8s), offline.
 
-    python deploy/validate.py [--k8s-versions 1.31,1.37] [--counts FILE] [PATH ...]
+    python deploy/validate.py [--k8s-versions 1.31,1.37] [--counts FILE] [--values V] [PATH ...]
     python deploy/validate.py render-configmap > deploy/k8s/configmap.yaml
 
-PATH defaults to every *.yaml under deploy/k8s. Each YAML document is checked:
+PATH defaults to every *.yaml under deploy/k8s, the render of the shipped
+dataset's values (deploy/render.py); --values names the values the files were
+rendered from (default: the shipped ones). Each YAML document is checked:
 
   schema     Kubernetes kinds against the JSON schemas bundled in the
              `kubernetes-validate` package, strict (an unknown field is an
@@ -14,14 +16,25 @@ PATH defaults to every *.yaml under deploy/k8s. Each YAML document is checked:
              own OpenAPI spec), made strict the same way. A kind with no
              schema is a failure, not a warning.
   contract   silverline's exit-code contract: the CronJob retries only exit
-             code 3 (podFailurePolicy, restartPolicy Never, Forbid); the Argo
-             template retries only exit code 3, fans out with withParam under
-             a parallelism limit and has an exit handler that alerts.
+             codes 3 and 5, and runs 4 again uncounted (a concurrent run
+             committed the drop: the rerun exits 0) (podFailurePolicy,
+             restartPolicy Never, Forbid); the Argo template retries only
+             3, 5 and 4, fans out with withParam
+             under a parallelism limit and has an exit handler that alerts;
+             the CronWorkflow starts that template with the contributors;
+             every image is pinned by digest; the workbench runs `serve`
+             behind its proxy, never --insecure-local; a NetworkPolicy
+             selects every pod.
+  dataset    the files are what render.py makes of the values (no drift),
+             and a second dataset's values (tests/fixture in selftest)
+             render to the right objects: one CronJob per contributor, the
+             contributor list in the CronWorkflow, its config files in its
+             ConfigMap.
   refs       every template, ServiceAccount, ConfigMap (and key), Secret and
              volume a manifest names exists among the documents checked;
              {{inputs.parameters.x}} / {{workflow.parameters.x}} are declared.
-  configmap  deploy/k8s/configmap.yaml holds exactly the files of config/
-             it was rendered from (render-configmap regenerates it).
+  configmap  the dataset's ConfigMap holds exactly its config files
+             (render-configmap prints it).
   wrapper    the CronJob's shell wrapper, run with a stub silverline: the
              drop id is the previous month (or DROP), exit codes pass through.
   check-config  if a silverline binary is found (SILVERLINE_BIN, or a cargo
@@ -54,22 +67,12 @@ from pathlib import Path
 
 import yaml
 
-DEPLOY = Path(__file__).resolve().parent
-REPO = DEPLOY.parent
-K8S_DIR = DEPLOY / "k8s"
-CONFIG_DIR = REPO / "config"
+import render
 
-# The config files the ConfigMap carries: key -> path relative to config/.
-# The path is also where the pod sees the file under /etc/silverline.
-CONFIGMAP_NAME = "silverline-config"
-CONFIGMAP_FILES = {
-    "credit_statements.toml": "credit_statements.toml",
-    "credit_rules.csv": "rules/credit_rules.csv",
-    "credit_expectations.yaml": "rules/credit_expectations.yaml",
-    "credit_expectations.json": "rules/credit_expectations.json",
-}
-CONFIG_MOUNT = "/etc/silverline"
-MAIN_CONFIG = "credit_statements.toml"
+DEPLOY = render.DEPLOY
+REPO = render.REPO
+K8S_DIR = render.DEFAULT_OUT
+CONFIG_MOUNT = render.CONFIG_MOUNT
 
 DEFAULT_K8S_VERSIONS = "1.31,1.37"
 
@@ -323,15 +326,6 @@ def hardened_container_problems(where: str, container: dict, pod_security: dict)
     return problems
 
 
-def exit_code_rules(policy: dict) -> list[tuple[str, str, list[int]]]:
-    out = []
-    for rule in policy.get("rules") or []:
-        codes = rule.get("onExitCodes")
-        if codes:
-            out.append((rule.get("action"), codes.get("operator"), list(codes.get("values") or [])))
-    return out
-
-
 def first_matching_action(policy: dict, container: str, code: int) -> str | None:
     """The podFailurePolicy action Kubernetes takes for a container exit code (first matching rule)."""
     for rule in policy.get("rules") or []:
@@ -366,14 +360,14 @@ def check_cronjob_contract(doc: Doc) -> list[str]:
     if not policy:
         problems.append("spec.jobTemplate.spec.podFailurePolicy missing (retries are decided by exit code)")
     else:
-        expected = {1: "FailJob", 2: "FailJob", 3: "Count", 101: "FailJob"}
+        expected = {1: "FailJob", 2: "FailJob", 3: "Count", 4: "Ignore", 5: "Count", 101: "FailJob"}
         for code, action in expected.items():
             got = first_matching_action(policy, name, code)
             if got != action:
                 problems.append(f"exit code {code} must map to {action}, maps to {got}")
         backoff = job.get("backoffLimit")
-        if not isinstance(backoff, int) or backoff < 1:
-            problems.append("backoffLimit must be >= 1, or exit code 3 (Count) is never retried")
+        if not isinstance(backoff, int) or backoff < 3:
+            problems.append("backoffLimit must be >= 3, or exit codes 3 and 5 (Count) are hardly retried")
     problems += hardened_container_problems(f"container {name}", container, pod.get("securityContext") or {})
     if pod.get("serviceAccountName") is None:
         problems.append("template.spec.serviceAccountName missing (IRSA)")
@@ -424,8 +418,8 @@ def retry_policy_problems(retry: dict) -> list[str]:
     if not expression:
         return problems + ["retryStrategy.expression missing: every failure would be retried"]
     # (exit code, node phase) -> should Argo retry? -1: no exit code (pod evicted/deleted)
-    expected = {(3, "Failed"): True, (1, "Failed"): False, (2, "Failed"): False, (101, "Failed"): False,
-                (137, "Failed"): False}
+    expected = {(3, "Failed"): True, (5, "Failed"): True, (1, "Failed"): False, (2, "Failed"): False,
+                (4, "Failed"): True, (101, "Failed"): False, (137, "Failed"): False}
     for (code, status), want in expected.items():
         try:
             got = eval_retry_expression(expression, code, status)
@@ -434,7 +428,7 @@ def retry_policy_problems(retry: dict) -> list[str]:
         if got != want:
             problems.append(
                 f"retryStrategy.expression {'retries' if got else 'does not retry'} exit code {code}"
-                " (only exit code 3 may be retried)"
+                " (exit codes 3, 5 and 4, whose rerun exits 0, and only they, are retried)"
             )
     return problems
 
@@ -470,8 +464,8 @@ def check_argo_contract(doc: Doc) -> list[str]:
         problems += [f"template {run.get('name')}: {p}" for p in retry_policy_problems(retry)]
         if not retry.get("limit"):
             problems.append(f"template {run.get('name')}: retryStrategy.limit missing")
-        if not retry.get("backoff"):
-            problems.append(f"template {run.get('name')}: retryStrategy.backoff missing")
+        if not dig(retry, "backoff", "duration"):
+            problems.append(f"template {run.get('name')}: retryStrategy.backoff.duration missing (exit 5 must wait)")
         container = run.get("container") or {}
         if container.get("command") != ["silverline"]:
             problems.append(f"template {run.get('name')}: container.command should be [silverline]")
@@ -520,7 +514,7 @@ def pod_specs(doc: Doc) -> list[tuple[str, dict, list[dict]]]:
     if doc.kind == "CronJob":
         pod = dig(body, "spec", "jobTemplate", "spec", "template", "spec") or {}
         return [("pod", pod, list(pod.get("containers") or []) + list(pod.get("initContainers") or []))]
-    if doc.kind == "Job":
+    if doc.kind in ("Job", "Deployment"):
         pod = dig(body, "spec", "template", "spec") or {}
         return [("pod", pod, list(pod.get("containers") or []))]
     if doc.kind in ("WorkflowTemplate", "Workflow", "CronWorkflow", "ClusterWorkflowTemplate"):
@@ -656,75 +650,200 @@ def argo_template_refs(spec: dict) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# the ConfigMap of config files
+# the dataset: its ConfigMap, the render, the per-dataset objects
 
 
-def block_scalar(text: str, indent: int) -> str:
-    """A YAML literal block for text (exact round trip), or a JSON-quoted scalar when a block cannot be."""
-    pad = " " * indent
-    lines = text.split("\n")
-    trailing = len(text) - len(text.rstrip("\n"))
-    chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
-    body = text.rstrip("\n").split("\n") if text.strip("\n") else []
-    printable = all(ch == "\n" or ch == "\t" or (" " <= ch and ch != "\x7f") for ch in text)
-    if body and printable and not body[0].startswith(" ") and "\r" not in text and lines:
-        rendered = "|" + chomp + "\n" + "\n".join((pad + line) if line else "" for line in body)
-        rendered += "\n" * max(trailing - 1, 0)
-        return rendered
-    return json.dumps(text)
+def config_map_name(values: render.Values) -> str:
+    return f"silverline-{values.dataset}-config"
 
 
-def render_configmap() -> str:
-    out = [
-        "# GENERATED from config/ by `python deploy/validate.py render-configmap`: do not edit.",
-        "# deploy/validate.sh fails when this file and config/ differ.",
-        "#",
-        "# The dataset contract and rules, mounted at /etc/silverline (the volume's",
-        "# items put each key back at its path under config/). Environment-specific",
-        "# settings (buckets, catalog URI) are overrides in configmap-env.yaml.",
-        "apiVersion: v1",
-        "kind: ConfigMap",
-        "metadata:",
-        f"  name: {CONFIGMAP_NAME}",
-        "  labels:",
-        "    app.kubernetes.io/name: silverline",
-        "    app.kubernetes.io/part-of: silverline",
-        "data:",
-    ]
-    for key, rel in CONFIGMAP_FILES.items():
-        text = (CONFIG_DIR / rel).read_text()
-        out.append(f"  {key}: {block_scalar(text, 4)}")
-    rendered = "\n".join(out) + "\n"
-    parsed = yaml.safe_load(rendered)
-    for key, rel in CONFIGMAP_FILES.items():
-        if parsed["data"][key] != (CONFIG_DIR / rel).read_text():
-            raise SystemExit(f"render-configmap: {key} does not round-trip through YAML")
-    return rendered
-
-
-def check_configmap(docs: list[Doc], results: Results) -> None:
-    docs = [d for d in docs if d.kind == "ConfigMap" and d.name == CONFIGMAP_NAME]
+def check_configmap(docs: list[Doc], values: render.Values, results: Results) -> None:
+    docs = [d for d in docs if d.kind == "ConfigMap" and d.name == config_map_name(values)]
     if not docs:
+        results.fail("configmap", f"no ConfigMap {config_map_name(values)} among the manifests")
         return
-    what = f"configmap {docs[0].label()} matches config/"
+    what = f"configmap {docs[0].label()} matches the config files of {values.path.name}"
     data = docs[0].body.get("data") or {}
     problems = []
-    for key, rel in CONFIGMAP_FILES.items():
+    items = values.config_items()
+    for item in items:
         try:
-            source = (CONFIG_DIR / rel).read_text()
+            source = (values.config_dir / item["path"]).read_text()
         except OSError as err:
-            problems.append(f"config/{rel}: {err.strerror}")
+            problems.append(f"{values.config_dir / item['path']}: {err.strerror}")
             continue
-        if key not in data:
-            problems.append(f"key {key} missing")
-        elif data[key] != source:
-            problems.append(f"key {key} differs from config/{rel}")
-    extra = set(data) - set(CONFIGMAP_FILES)
+        if item["key"] not in data:
+            problems.append(f"key {item['key']} missing")
+        elif data[item["key"]] != source:
+            problems.append(f"key {item['key']} differs from {item['path']}")
+    extra = set(data) - {i["key"] for i in items}
     if extra:
-        problems.append(f"keys not rendered from config/: {sorted(extra)}")
+        problems.append(f"keys not rendered from the config files: {sorted(extra)}")
     if problems:
-        problems.append("regenerate: python deploy/validate.py render-configmap > deploy/k8s/configmap.yaml")
+        problems.append("re-render: python3 deploy/render.py")
     results.check(what, problems)
+
+
+IMAGE_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+
+
+def check_images(docs: list[Doc], results: Results) -> None:
+    """Every container image is pinned by digest: a tag can be moved under a running schedule."""
+    problems = []
+    count = 0
+    for doc in docs:
+        for where, _pod, containers in pod_specs_safe(doc):
+            for container in containers:
+                count += 1
+                image = str(container.get("image", ""))
+                if not IMAGE_DIGEST.match(image):
+                    problems.append(f"{doc.label()} {where} container {container.get('name')}: image {image!r} is not pinned by digest (repository@sha256:<64 hex>)")
+    results.check(f"images: all {count} pinned by digest", problems)
+
+
+def check_network_policies(docs: list[Doc], results: Results) -> None:
+    """Every pod a manifest makes is selected by a NetworkPolicy that limits its ingress and egress."""
+    policies = [d for d in docs if d.kind == "NetworkPolicy"]
+    problems = []
+    for doc in docs:
+        for where, pod, _containers in pod_specs_safe(doc):
+            labels = pod_labels(doc, where)
+            hits = [p for p in policies if selects(dig(p.body, "spec", "podSelector") or {}, labels)]
+            if not hits:
+                problems.append(f"{doc.label()} {where}: no NetworkPolicy selects its pods (labels {labels})")
+            for p in hits:
+                types = set(dig(p.body, "spec", "policyTypes") or [])
+                if not {"Ingress", "Egress"} <= types:
+                    problems.append(f"{p.label()}: policyTypes must be [Ingress, Egress]")
+    results.check(f"networkpolicy: every pod selected ({len(policies)} policies)", problems)
+
+
+def pod_labels(doc: Doc, where: str) -> dict:
+    body = doc.body
+    if doc.kind == "CronJob":
+        return dict(dig(body, "spec", "jobTemplate", "spec", "template", "metadata", "labels") or {})
+    if doc.kind == "Deployment":
+        return dict(dig(body, "spec", "template", "metadata", "labels") or {})
+    spec = body.get("spec") or {}
+    if doc.kind == "CronWorkflow":
+        spec = spec.get("workflowSpec") or {}
+    labels = dict(dig(spec, "podMetadata", "labels") or {})
+    name = where.removeprefix("template ")
+    for t in spec.get("templates") or []:
+        if t.get("name") == name:
+            labels.update(dig(t, "metadata", "labels") or {})
+    return labels
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        value, op, values = labels.get(expr.get("key")), expr.get("operator"), expr.get("values") or []
+        if (op == "In" and value not in values) or (op == "NotIn" and value in values) \
+                or (op == "Exists" and value is None) or (op == "DoesNotExist" and value is not None):
+            return False
+    return True
+
+
+def check_render(values: render.Values, folder: Path, results: Results) -> None:
+    what = f"dataset: {folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder} is the render of {values.path.name}"
+    try:
+        problems = render.drift(render.render(values), folder)
+    except render.ValuesError as err:
+        problems = [str(err)]
+    if problems:
+        problems.append(f"re-render: python3 deploy/render.py --values {values.path}")
+    results.check(what, problems)
+
+
+def dataset_objects_problems(docs: list[Doc], values: render.Values) -> list[str]:
+    """The objects a dataset's values must produce, and nothing of another dataset."""
+    problems = []
+    cronjobs = {d.name: d for d in docs if d.kind == "CronJob"}
+    want = {c["name"]: c for c in values.contributors}
+    if set(cronjobs) != set(want):
+        problems.append(f"CronJobs {sorted(cronjobs)}, the values want {sorted(want)}")
+    for name, c in want.items():
+        doc = cronjobs.get(name)
+        if doc is None:
+            continue
+        env = {e.get("name"): e.get("value") for e in dig(doc.body, "spec", "jobTemplate", "spec", "template", "spec", "containers", 0, "env") or []}
+        if env.get("CONTRIBUTOR") != c["id"] or dig(doc.body, "spec", "schedule") != c["schedule"]:
+            problems.append(f"CronJob {name}: CONTRIBUTOR {env.get('CONTRIBUTOR')} / schedule {dig(doc.body, 'spec', 'schedule')}, want {c['id']} / {c['schedule']}")
+        if env.get("SILVERLINE_CONFIG") != f"{CONFIG_MOUNT}/{values.main}":
+            problems.append(f"CronJob {name}: SILVERLINE_CONFIG is {env.get('SILVERLINE_CONFIG')}")
+    crons = [d for d in docs if d.kind == "CronWorkflow"]
+    templates = {d.name for d in docs if d.kind == "WorkflowTemplate"}
+    if len(crons) != 1:
+        problems.append(f"expected one CronWorkflow, found {len(crons)}")
+    for cron in crons:
+        ref = dig(cron.body, "spec", "workflowSpec", "workflowTemplateRef", "name")
+        if ref not in templates:
+            problems.append(f"{cron.label()}: workflowTemplateRef {ref} is not a WorkflowTemplate here")
+        params = {p.get("name"): p.get("value") for p in dig(cron.body, "spec", "workflowSpec", "arguments", "parameters") or []}
+        try:
+            listed = json.loads(params.get("contributors") or "null")
+        except ValueError:
+            listed = None
+        if listed != [c["id"] for c in values.contributors]:
+            problems.append(f"{cron.label()}: contributors {params.get('contributors')!r}, the values list {[c['id'] for c in values.contributors]}")
+    names = {d.name for d in docs}
+    for needed in (config_map_name(values), f"silverline-{values.dataset}-env", f"silverline-{values.dataset}-jobs"):
+        if needed not in names:
+            problems.append(f"no object {needed}")
+    workbench = [d for d in docs if d.kind in ("Deployment", "Service")]
+    if values.workbench != bool(workbench):
+        problems.append(f"workbench.enabled is {values.workbench} but {len(workbench)} workbench objects were rendered")
+    foreign = [d.label() for d in docs if d.kind not in ("ServiceAccount", "Role", "RoleBinding", "Secret")
+               and values.dataset not in d.name]
+    if foreign:
+        problems.append(f"objects not named after the dataset: {foreign}")
+    return problems
+
+
+def check_workbench(docs: list[Doc], results: Results) -> None:
+    for doc in docs:
+        if doc.kind != "Deployment":
+            continue
+        results.check(f"contract {doc.label()} (serve behind the proxy)", guarded(workbench_problems_for(docs), doc))
+
+
+def workbench_problems_for(docs: list[Doc]):
+    services = [d for d in docs if d.kind == "Service"]
+
+    def problems_of(doc: Doc) -> list[str]:
+        problems = []
+        pod = dig(doc.body, "spec", "template", "spec") or {}
+        labels = dig(doc.body, "spec", "template", "metadata", "labels") or {}
+        silverline = container_named(pod, "silverline") or {}
+        args = [str(a) for a in silverline.get("args") or []]
+        if args[:1] != ["serve"] or "--listen" not in args:
+            problems.append(f"container silverline must run `serve --listen ...`, runs {args}")
+        if "--insecure-local" in args:
+            problems.append("--insecure-local: anonymous access in a pod (reachable by everything that reaches the pod)")
+        listen = args[args.index("--listen") + 1] if "--listen" in args and args.index("--listen") + 1 < len(args) else ""
+        proxy = container_named(pod, "oauth2-proxy")
+        if proxy is None:
+            problems.append("no oauth2-proxy sidecar: the workbench needs an authenticating proxy in front")
+        elif not listen.startswith("127.0.0.1:"):
+            problems.append(f"silverline listens on {listen!r}: behind the sidecar it listens on 127.0.0.1 only")
+        elif f"--upstream=http://{listen}/" not in (proxy.get("args") or []):
+            problems.append(f"oauth2-proxy's --upstream is not http://{listen}/")
+        if silverline.get("ports"):
+            problems.append("container silverline exposes a port: only the proxy's may be reachable")
+        proxy_ports = {p.get("name") for p in (proxy or {}).get("ports") or []}
+        matching = [s for s in services if selects({"matchLabels": dig(s.body, "spec", "selector") or {}}, labels)]
+        if not matching:
+            problems.append("no Service selects the workbench pods")
+        for service in matching:
+            for port in dig(service.body, "spec", "ports") or []:
+                if port.get("targetPort") not in proxy_ports:
+                    problems.append(f"{service.label()}: targetPort {port.get('targetPort')} is not the proxy's port")
+        problems += hardened_container_problems("container silverline", silverline, pod.get("securityContext") or {})
+        return problems
+
+    return problems_of
 
 
 def find_silverline() -> Path | None:
@@ -740,8 +859,8 @@ def find_silverline() -> Path | None:
     return None
 
 
-def check_config_with_binary(docs: list[Doc], results: Results) -> None:
-    cm = next((d for d in docs if d.kind == "ConfigMap" and d.name == CONFIGMAP_NAME), None)
+def check_config_with_binary(docs: list[Doc], values: render.Values, results: Results) -> None:
+    cm = next((d for d in docs if d.kind == "ConfigMap" and d.name == config_map_name(values)), None)
     if cm is None:
         return
     what = "check-config on the ConfigMap's files with the env ConfigMap's overrides"
@@ -749,25 +868,19 @@ def check_config_with_binary(docs: list[Doc], results: Results) -> None:
     if binary is None:
         results.skip(what, "no silverline binary (set SILVERLINE_BIN or build one)")
         return
-    env_docs = [
-        d
-        for d in docs
-        if d.kind == "ConfigMap"
-        and d.name != CONFIGMAP_NAME
-        and any(k.startswith("SILVERLINE__") for k in (d.body.get("data") or {}))
-    ]
+    env_docs = [d for d in docs if d.kind == "ConfigMap" and d.name == f"silverline-{values.dataset}-env"]
     overrides = {k: str(v) for d in env_docs for k, v in (d.body.get("data") or {}).items()}
     with tempfile.TemporaryDirectory(prefix="silverline-deploy-") as tmp:
-        for key, rel in CONFIGMAP_FILES.items():
-            path = Path(tmp) / rel
+        for item in values.config_items():
+            path = Path(tmp) / item["path"]
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text((cm.body.get("data") or {}).get(key, ""))
+            path.write_text((cm.body.get("data") or {}).get(item["key"], ""))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SILVERLINE")}
         env.update(overrides)
         env["SILVERLINE_LOG_FORMAT"] = "text"
         try:
             proc = subprocess.run(
-                [str(binary), "check-config", "--config", str(Path(tmp) / MAIN_CONFIG)],
+                [str(binary), "check-config", "--config", str(Path(tmp) / values.main)],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -933,6 +1046,11 @@ def _run_template(docs):
     return next(t for t in _workflow(docs)["spec"]["templates"] if t.get("retryStrategy"))
 
 
+def _workbench_args(docs):
+    pod = next(d.body for d in docs if d.kind == "Deployment")["spec"]["template"]["spec"]
+    return container_named(pod, "silverline")["args"]
+
+
 def _set_exit_action(docs, code, action):
     for rule in _cronjob(docs)["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"]:
         codes = rule.get("onExitCodes") or {}
@@ -975,15 +1093,36 @@ MUTATIONS = {
     ),
     "WorkflowTemplate: no exit handler": lambda docs: _workflow(docs)["spec"].pop("onExit"),
     "ConfigMap: rules differ from config/": lambda docs: next(
-        d.body for d in docs if d.kind == "ConfigMap" and d.name == CONFIGMAP_NAME
+        d.body for d in docs if d.kind == "ConfigMap" and d.name.endswith("-config")
     )["data"].update({"credit_rules.csv": "rule_id\n"}),
+    "CronJob: exit code 5 not retried (FailJob)": lambda docs: _set_exit_action(docs, 5, "FailJob"),
+    "CronJob: image by tag only": lambda docs: _cron_pod(docs)["containers"][0].update(image="silverline:0.1.0"),
+    "WorkflowTemplate: exit code 5 not retried": lambda docs: _run_template(docs)["retryStrategy"].update(
+        expression="asInt(lastRetry.exitCode) == 3 || lastRetry.status == 'Error'"
+    ),
+    "WorkflowTemplate: helper image by tag only": lambda docs: next(
+        t for t in _workflow(docs)["spec"]["templates"] if t.get("script")
+    )["script"].update(image="python:3.12-alpine"),
+    "CronWorkflow: starts a template that does not exist": lambda docs: next(
+        d.body for d in docs if d.kind == "CronWorkflow"
+    )["spec"]["workflowSpec"]["workflowTemplateRef"].update(name="no-such-template"),
+    "CronWorkflow: a contributor missing from its list": lambda docs: next(
+        d.body for d in docs if d.kind == "CronWorkflow"
+    )["spec"]["workflowSpec"]["arguments"]["parameters"][1].update(value='["BANK_A"]'),
+    "Deployment: workbench started with --insecure-local": lambda docs: _workbench_args(docs).append("--insecure-local"),
+    "Deployment: workbench listening on every address": lambda docs: _workbench_args(docs).__setitem__(
+        _workbench_args(docs).index("--listen") + 1, "0.0.0.0:8080"
+    ),
+    "NetworkPolicy: none for the jobs": lambda docs: docs.remove(
+        next(d for d in docs if d.kind == "NetworkPolicy" and d.name.endswith("-jobs"))
+    ),
     "a kind with no schema": lambda docs: _workflow(docs).update(kind="WorkflowTemplat"),
 }
 
 
-def selftest(docs: list[Doc], versions: list[str], results: Results) -> None:
+def selftest(docs: list[Doc], values: render.Values, versions: list[str], results: Results) -> None:
     baseline = Results(quiet=True)
-    run_checks(docs, versions[-1:], baseline, binary=False)
+    run_checks(docs, values, versions[-1:], baseline, binary=False)
     if baseline.failed:
         results.fail("negative controls", "the unmodified manifests must pass first")
         return
@@ -996,7 +1135,7 @@ def selftest(docs: list[Doc], versions: list[str], results: Results) -> None:
             results.fail(what, f"could not apply the mutation ({type(err).__name__}: {err}): update MUTATIONS")
             continue
         probe = Results(quiet=True)
-        run_checks(mutated, versions[-1:], probe, binary=False)
+        run_checks(mutated, values, versions[-1:], probe, binary=False)
         if probe.failed:
             results.ok(f"{what} ({probe.failures[0][:140]})")
         else:
@@ -1052,16 +1191,68 @@ def cronjob_wrapper_problems(doc: Doc) -> list[str]:
     return problems
 
 
-def run_checks(docs: list[Doc], versions: list[str], results: Results, binary: bool = True) -> None:
+SECOND_DATASET = DEPLOY / "testdata" / "second_dataset.yaml"
+
+
+def check_second_dataset(versions: list[str], results: Results) -> None:
+    """Another dataset's values render to its own objects, which pass every check."""
+    values = render.load_values(SECOND_DATASET)
+    with tempfile.TemporaryDirectory(prefix="silverline-render-") as tmp:
+        folder = Path(tmp)
+        for name, text in render.render(values).items():
+            (folder / name).write_text(text)
+        probe = Results(quiet=True)
+        docs = load_docs(sorted(folder.glob("*.yaml")), probe)
+        run_checks(docs, values, versions[-1:], probe, binary=False)
+        settings = json.loads((folder / render.AIRFLOW_FILE).read_text())
+    what = f"dataset: {SECOND_DATASET.relative_to(REPO)} renders {len(values.contributors)} CronJobs and passes every check"
+    problems = probe.failures[:5]
+    if settings.get("contributors") != [c["id"] for c in values.contributors]:
+        problems.append(f"{render.AIRFLOW_FILE}: contributors {settings.get('contributors')}")
+    results.check(what, problems)
+
+
+def check_refused_values(values: render.Values, results: Results) -> None:
+    """Values that must not render: each is refused with the setting named."""
+    cases = {
+        "an image by tag": (("image", "digest"), "latest", "image.digest"),
+        "a contributor listed twice": (("contributors",), [{"id": "BANK_A"}, {"id": "BANK_A"}], "listed twice"),
+        "the workbench with --insecure-local": (("workbench", "args"), ["serve", "--listen", "127.0.0.1:8080", "--insecure-local"], "--insecure-local"),
+        "two config files with one name": (("config", "files"), ["rules/a.csv", "other/a.csv"], "two files are named"),
+    }
+    for name, (path, bad, expected) in cases.items():
+        raw = copy.deepcopy(values.raw)
+        node = raw
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = bad
+        what = f"negative control: values with {name} are refused"
+        try:
+            render.render(render.Values(values.path, raw))
+        except render.ValuesError as err:
+            if expected in str(err):
+                results.ok(f"{what} ({str(err)[-120:]})")
+            else:
+                results.fail(what, f"refused for another reason: {err}")
+        else:
+            results.fail(what, "render.py rendered them")
+
+
+def run_checks(docs: list[Doc], values: render.Values, versions: list[str], results: Results,
+               binary: bool = True) -> None:
     check_schemas(docs, versions, results)
     check_contracts(docs, results)
+    check_workbench(docs, results)
+    check_images(docs, results)
+    check_network_policies(docs, results)
+    results.check(f"dataset: {values.path.name} produces its objects", dataset_objects_problems(docs, values))
     for doc in docs:
         if doc.kind == "CronJob" and binary:
             results.check(f"wrapper {doc.label()} (drop id = previous month, exit code kept)", guarded(cronjob_wrapper_problems, doc))
     check_refs(docs, results)
-    check_configmap(docs, results)
+    check_configmap(docs, values, results)
     if binary:
-        check_config_with_binary(docs, results)
+        check_config_with_binary(docs, values, results)
 
 
 COMMANDS = ("check", "render-configmap", "selftest")
@@ -1078,6 +1269,8 @@ def main(argv: list[str]) -> int:
         default=os.environ.get("SILVERLINE_K8S_VERSIONS", DEFAULT_K8S_VERSIONS),
         help=f"comma-separated Kubernetes versions to validate against (default {DEFAULT_K8S_VERSIONS})",
     )
+    parser.add_argument("--values", type=Path, default=render.DEFAULT_VALUES,
+                        help="the dataset values the manifests were rendered from (default: the shipped ones)")
     parser.add_argument("--counts", type=Path, help="also write 'passed failed skipped' to this file")
     parser.add_argument(
         "--no-exec",
@@ -1088,8 +1281,13 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
 
+    try:
+        values = render.load_values(args.values)
+    except render.ValuesError as err:
+        print(f"FAIL values: {err}")
+        return 1
     if command == "render-configmap":
-        sys.stdout.write(render_configmap())
+        sys.stdout.write(render.render(values)["configmap.yaml"])
         return 0
 
     paths = [p.resolve() for p in args.paths] or sorted(K8S_DIR.glob("*.yaml"))
@@ -1097,10 +1295,13 @@ def main(argv: list[str]) -> int:
     results = Results()
     docs = load_docs(paths, results)
     if command == "selftest":
-        selftest(docs, versions, results)
+        selftest(docs, values, versions, results)
+        check_second_dataset(versions, results)
+        check_refused_values(values, results)
     else:
-        run_checks(docs, versions, results, binary=not args.no_exec)
+        run_checks(docs, values, versions, results, binary=not args.no_exec)
         if not args.paths:
+            check_render(values, K8S_DIR, results)
             check_dockerfile(results)
     if args.counts:
         args.counts.write_text(f"{results.passed} {results.failed} {results.skipped}\n")

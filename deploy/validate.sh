@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Validates everything under deploy/: the Dockerfile, the Kubernetes and Argo
-# manifests, and the Airflow DAG.
+# manifests rendered per dataset (render.py), and the Airflow DAG.
 #
 #   bash deploy/validate.sh
 #
@@ -14,12 +14,14 @@
 #      - hadolint on deploy/Dockerfile, shellcheck on this script
 #      - validate.py: every manifest in deploy/k8s against the Kubernetes JSON
 #        schemas (kubernetes-validate, strict, per Kubernetes version) and the
-#        Argo WorkflowTemplate schema (from hera's Argo models, strict), the
-#        exit-code contract, cross-references, the ConfigMap against config/,
-#        the Dockerfile's stages; `silverline check-config` on the ConfigMap
-#        if a silverline binary exists
+#        Argo schemas (from hera's Argo models, strict), the exit-code
+#        contract (3 and 5 retried), digest pins, NetworkPolicies, the
+#        workbench, cross-references, deploy/k8s against a fresh render of
+#        the shipped dataset values, the Dockerfile's stages; `silverline
+#        check-config` on the ConfigMap if a silverline binary exists
 #      - validate.py selftest: negative controls, each a broken copy of a
-#        manifest that must be rejected
+#        manifest (or values) that must be rejected; a second dataset's
+#        values rendered and checked
 #      - the same on the command line: a broken copy of deploy/k8s in a temp
 #        folder must make validate.py exit non-zero
 #      - pytest deploy/airflow/test_dag_import.py (Airflow's DagBag parses the
@@ -73,6 +75,12 @@ if [ "${1:-}" = "--checks" ]; then
         pass "shellcheck deploy/validate.sh (shellcheck $(shellcheck --version | sed -n 's/^version: //p'))"
     else
         fail "shellcheck deploy/validate.sh: $(echo "$out" | tr '\n' ' ')"
+    fi
+
+    if out="$(python deploy/render.py --check 2>&1)"; then
+        pass "render.py --check: deploy/k8s is the render of deploy/datasets/credit_statements.yaml"
+    else
+        fail "render.py --check: $(echo "$out" | tr '\n' ' ')"
     fi
 
     for mode in check selftest; do

@@ -1,8 +1,12 @@
 """silverline monthly cycle as an Airflow DAG: one Kubernetes pod per contributor drop.
 
 Drop this file in the DAGs folder of an Airflow 3 deployment with the
-``apache-airflow-providers-cncf-kubernetes`` provider. It runs the same image,
-ServiceAccount, ConfigMaps and Secrets as deploy/k8s (see deploy/README.md).
+``apache-airflow-providers-cncf-kubernetes`` provider, with the dataset's
+settings beside it: ``airflow-dataset.json``, rendered by deploy/render.py
+from the dataset's values (names, image digest, config files, contributors,
+the wait for a late drop), copied as ``silverline_dataset.json`` or named by
+env ``SILVERLINE_DATASET_FILE``. It runs the same image, ServiceAccount,
+ConfigMaps and Secrets as deploy/k8s (see deploy/README.md).
 
 Fan-out: ``run_drop`` is mapped (dynamic task mapping) over the contributor
 list, one mapped task instance = one pod = one ``silverline run``, at most
@@ -20,6 +24,12 @@ it lets the provider's ordinary failure through, and ``retries`` applies.
     exit 1  data failure, nothing committed         fail now, alert (data_failure)
     exit 2  usage / configuration error             fail now, alert (config_error)
     exit 3  infrastructure error, retry is safe     retried (3 times, backoff)
+    exit 4  a concurrent run committed the drop     success: nothing to do
+    exit 5  the drop has not arrived yet            rescheduled (a sensor's wait:
+                                                    UP_FOR_RESCHEDULE, no worker
+                                                    slot held) every drop_wait
+                                                    pokeInterval, failed after
+                                                    its timeout
     other   panic (101), OOM kill (137), ...        fail now, alert
     none    pod never ran to the end (eviction,     retried, like 3: the run did
             image pull, scheduling timeout)         not decide anything
@@ -29,10 +39,16 @@ Alert: ``on_failure_callback`` runs once a task instance has finally failed
 ``SILVERLINE_ALERT_WEBHOOK`` on the Airflow workers (logs it if unset);
 exit 1 is reported as ``data_failure``: a human has to look at the drop.
 
+XCom: a run that ends (committed, or a data failure) pushes its summary as
+the task's return value: ``{"contributor", "drop", "exit_code",
+"summary_url", "outcome"}``, read from the last lines silverline prints
+(``summary: <url>`` is the run's JSON summary under the dq_error root).
+
 Settings (env on the scheduler / workers, read when the DAG file is parsed):
-SILVERLINE_IMAGE, SILVERLINE_NAMESPACE, SILVERLINE_K8S_CONN_ID,
-SILVERLINE_CONTRIBUTORS (JSON list, the default of the ``contributors``
-param), SILVERLINE_ALERT_WEBHOOK.
+SILVERLINE_DATASET_FILE, SILVERLINE_IMAGE (overrides the rendered digest),
+SILVERLINE_NAMESPACE, SILVERLINE_K8S_CONN_ID, SILVERLINE_CONTRIBUTORS (JSON
+list, overrides the rendered list as the ``contributors`` param's default),
+SILVERLINE_ALERT_WEBHOOK.
 """
 
 from __future__ import annotations
@@ -42,7 +58,8 @@ import logging
 import os
 import re
 import urllib.request
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pendulum
@@ -65,22 +82,56 @@ try:  # resolves to the task SDK's exceptions on Airflow 3, airflow.exceptions o
     )
 except ImportError:
     from airflow.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+try:  # Airflow 3: what the task runner turns into UP_FOR_RESCHEDULE
+    from airflow.sdk.exceptions import AirflowRescheduleException
+except ImportError:
+    from airflow.exceptions import AirflowRescheduleException
 
 log = logging.getLogger(__name__)
 
-DAG_ID = "silverline_monthly_cycle"
-IMAGE = os.environ.get("SILVERLINE_IMAGE", "silverline:0.1.0")
+DURATION_RE = re.compile(r"^(\d+)([smhd])$")
+
+
+def duration(text: str) -> timedelta:
+    """A values duration (30m, 48h, ...) as a timedelta."""
+    m = DURATION_RE.match(str(text))
+    if not m:
+        raise ValueError(f"duration {text!r}: a number and one of s, m, h, d")
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[m.group(2)]
+    return timedelta(**{unit: int(m.group(1))})
+
+
+def load_dataset(path: Path) -> dict[str, Any]:
+    """The dataset's settings rendered by deploy/render.py (airflow-dataset.json)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise RuntimeError(
+            f"silverline: cannot read the dataset settings {path} ({err}); render them with "
+            "deploy/render.py and set SILVERLINE_DATASET_FILE"
+        ) from err
+
+
+DATASET = load_dataset(
+    Path(os.environ.get("SILVERLINE_DATASET_FILE") or Path(__file__).with_name("silverline_dataset.json"))
+)
+DAG_ID = f"silverline_{DATASET['dataset'].replace('-', '_')}_monthly_cycle"
+IMAGE = os.environ.get("SILVERLINE_IMAGE") or DATASET["image"]
 NAMESPACE = os.environ.get("SILVERLINE_NAMESPACE", "silverline")
 K8S_CONN_ID = os.environ.get("SILVERLINE_K8S_CONN_ID", "kubernetes_default")
-DEFAULT_CONTRIBUTORS = json.loads(os.environ.get("SILVERLINE_CONTRIBUTORS", '["BANK_A", "BNPL_7"]'))
-CONFIG_FILE = "/etc/silverline/credit_statements.toml"
-MAX_PARALLEL = 8
+DEFAULT_CONTRIBUTORS = json.loads(os.environ.get("SILVERLINE_CONTRIBUTORS") or json.dumps(DATASET["contributors"]))
+CONFIG_FILE = DATASET["config_file"]
+MAX_PARALLEL = int(DATASET["parallelism"])
+DROP_WAIT_POKE = duration(DATASET["drop_wait"]["pokeInterval"])
+DROP_WAIT_TIMEOUT = duration(DATASET["drop_wait"]["timeout"])
 CONTAINER = "base"  # the provider's name for the main container
 
 EXIT_COMMITTED = 0
 EXIT_DATA_FAILURE = 1
 EXIT_CONFIG_ERROR = 2
 EXIT_INFRASTRUCTURE = 3
+EXIT_COMMITTED_CONCURRENTLY = 4
+EXIT_DROP_NOT_ARRIVED = 5
 
 CYCLE_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 
@@ -106,15 +157,47 @@ def container_exit_code(remote_pod: k8s.V1Pod | None, container: str = CONTAINER
     return None
 
 
-def classify_failure(exit_code: int | None, error: BaseException) -> BaseException:
-    """The exception a failed run should end with: `error` itself if a retry is safe, else a non-retryable one."""
+def classify_failure(
+    exit_code: int | None, error: BaseException, waiting_since: datetime | None = None,
+    now: datetime | None = None,
+) -> BaseException:
+    """The exception a failed run should end with: `error` itself if a retry is safe, a reschedule
+    while the drop has not arrived (until DROP_WAIT_TIMEOUT after `waiting_since`), else a
+    non-retryable one."""
     if exit_code is None or exit_code == EXIT_INFRASTRUCTURE:
         return error
+    now = now or datetime.now(timezone.utc)
+    if exit_code == EXIT_DROP_NOT_ARRIVED:
+        if waiting_since is None or now - waiting_since < DROP_WAIT_TIMEOUT:
+            return AirflowRescheduleException(reschedule_date=now + DROP_WAIT_POKE)
+        return SilverlineRunFailed(
+            f"silverline exited 5: the drop has not arrived {DROP_WAIT_TIMEOUT} after the run started. Not retried.",
+            exit_code,
+        )
     meaning = {
         EXIT_DATA_FAILURE: "data failure: nothing committed; look at the drop and its run summary",
         EXIT_CONFIG_ERROR: "usage or configuration error: nothing read",
     }.get(exit_code, "unexpected exit code (a crash?)")
     return SilverlineRunFailed(f"silverline exited {exit_code}: {meaning}. Not retried.\n{error}", exit_code)
+
+
+SUMMARY_LINE = re.compile(r"^summary: (\S+)\s*$")
+
+
+def summary_from_log(lines: list[str], arguments: list[str], exit_code: int | None) -> dict[str, Any]:
+    """What the task pushes to XCom: the run's summary URL and outcome line, from silverline's last lines."""
+    def arg(flag: str) -> str | None:
+        return arguments[arguments.index(flag) + 1] if flag in arguments[:-1] else None
+
+    url = next((m.group(1) for line in reversed(lines) if (m := SUMMARY_LINE.match(line.strip()))), None)
+    outcome = next(
+        (line.strip() for line in reversed(lines)
+         if line.startswith(("committed ", "dry run: ")) or ": already committed" in line
+         or "a concurrent run of the same drop committed it" in line),
+        None,
+    )
+    return {"contributor": arg("--contributor"), "drop": arg("--drop"), "exit_code": exit_code,
+            "summary_url": url, "outcome": outcome}
 
 
 class SilverlinePodOperator(KubernetesPodOperator):
@@ -126,13 +209,37 @@ class SilverlinePodOperator(KubernetesPodOperator):
     Runs in the worker (``deferrable=False``), where ``cleanup`` sees the pod.
     """
 
+    summary: dict[str, Any] | None = None
+    waiting_since: datetime | None = None
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        dag_run = context.get("dag_run")
+        self.waiting_since = getattr(dag_run, "start_date", None) or getattr(dag_run, "run_after", None)
+        super().execute(context)
+        return self.summary  # the task's return_value XCom
+
+    def read_last_lines(self, pod: k8s.V1Pod) -> list[str]:
+        """silverline's last stdout/stderr lines (the summary URL is among them); [] if unreadable."""
+        try:
+            logs = self.pod_manager.read_pod_logs(pod, self.base_container_name, tail_lines=40, follow=False)
+            return [raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw) for raw in logs]
+        except Exception:  # the summary is a convenience: never fail a run over it
+            log.warning("silverline: could not read the pod's last lines for the summary", exc_info=True)
+            return []
+
     def cleanup(self, pod: k8s.V1Pod, remote_pod: k8s.V1Pod, *args: Any, **kwargs: Any) -> None:
+        exit_code = container_exit_code(remote_pod, self.base_container_name)
+        if exit_code is not None:
+            self.summary = summary_from_log(self.read_last_lines(remote_pod or pod), list(self.arguments or []), exit_code)
         try:
             super().cleanup(pod, remote_pod, *args, **kwargs)
         except AirflowSkipException:
             raise
         except AirflowException as error:
-            replacement = classify_failure(container_exit_code(remote_pod, self.base_container_name), error)
+            if exit_code == EXIT_COMMITTED_CONCURRENTLY:
+                log.info("silverline: a concurrent run of the same drop committed it; nothing to do")
+                return
+            replacement = classify_failure(exit_code, error, self.waiting_since)
             if replacement is error:
                 raise
             raise replacement from error
@@ -148,6 +255,7 @@ def alert_payload(context: dict[str, Any]) -> dict[str, Any]:
     kind = {
         EXIT_DATA_FAILURE: "data_failure",
         EXIT_CONFIG_ERROR: "config_error",
+        EXIT_DROP_NOT_ARRIVED: "drop_not_arrived",
     }.get(exit_code, "infrastructure_failure" if exit_code is None else "crash")
     ti = context.get("ti") or context.get("task_instance")
     contributor = None
@@ -231,6 +339,7 @@ def drop_kwargs(contributors: list[str], cycle: str) -> list[dict[str, Any]]:
                 "app.kubernetes.io/component": "ingest",
                 "silverline.io/contributor": pod_name(contributor).removeprefix("silverline-"),
                 "silverline.io/cycle": cycle,
+                "silverline.io/dataset": DATASET["dataset"],
             },
         }
         for contributor in contributors
@@ -240,13 +349,8 @@ def drop_kwargs(contributors: list[str], cycle: str) -> list[dict[str, Any]]:
 CONFIG_VOLUME = k8s.V1Volume(
     name="config",
     config_map=k8s.V1ConfigMapVolumeSource(
-        name="silverline-config",
-        items=[
-            k8s.V1KeyToPath(key="credit_statements.toml", path="credit_statements.toml"),
-            k8s.V1KeyToPath(key="credit_rules.csv", path="rules/credit_rules.csv"),
-            k8s.V1KeyToPath(key="credit_expectations.yaml", path="rules/credit_expectations.yaml"),
-            k8s.V1KeyToPath(key="credit_expectations.json", path="rules/credit_expectations.json"),
-        ],
+        name=DATASET["config_map"],
+        items=[k8s.V1KeyToPath(key=item["key"], path=item["path"]) for item in DATASET["config_items"]],
     ),
 )
 TMP_VOLUME = k8s.V1Volume(name="tmp", empty_dir=k8s.V1EmptyDirVolumeSource(size_limit="2Gi"))
@@ -265,7 +369,7 @@ with DAG(
     dag_id=DAG_ID,
     description="silverline: every contributor's monthly drop, bronze to Silver, one pod each",
     # 06:00 UTC on the 5th: the previous month's drops are in by then.
-    schedule="0 6 5 * *",
+    schedule=DATASET["schedule"],
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -307,7 +411,7 @@ with DAG(
             secret_env("SILVERLINE_REST_CREDENTIAL", "credential"),
             secret_env("SILVERLINE_REST_TOKEN", "token"),
         ],
-        env_from=[k8s.V1EnvFromSource(config_map_ref=k8s.V1ConfigMapEnvSource(name="silverline-env"))],
+        env_from=[k8s.V1EnvFromSource(config_map_ref=k8s.V1ConfigMapEnvSource(name=DATASET["env_config_map"]))],
         volumes=[CONFIG_VOLUME, TMP_VOLUME],
         volume_mounts=[
             k8s.V1VolumeMount(name="config", mount_path="/etc/silverline", read_only=True),

@@ -27,6 +27,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 DAG_FILE = HERE / "silverline_dag.py"
+# The shipped dataset's settings, as deploy/render.py renders them.
+DATASET_FILE = HERE.parent / "k8s" / "airflow-dataset.json"
+DAG_ID = "silverline_credit_statements_monthly_cycle"
+os.environ["SILVERLINE_DATASET_FILE"] = str(DATASET_FILE)
 
 # Airflow reads its config at import: keep it out of ~/airflow and quiet.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="silverline-airflow-home-"))
@@ -40,8 +44,8 @@ pytest.importorskip("airflow.providers.cncf.kubernetes", reason="apache-airflow-
 from kubernetes.client import models as k8s  # noqa: E402
 
 
-def load_module():
-    spec = importlib.util.spec_from_file_location("silverline_dag_under_test", DAG_FILE)
+def load_module(name: str = "silverline_dag_under_test"):
+    spec = importlib.util.spec_from_file_location(name, DAG_FILE)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -92,11 +96,11 @@ def finished_pod(exit_code: int | None, container: str = "base") -> k8s.V1Pod:
 def test_dagbag_imports_the_dag_without_errors():
     bag = dagbag()
     assert bag.import_errors == {}, bag.import_errors
-    assert "silverline_monthly_cycle" in bag.dags
+    assert DAG_ID in bag.dags
 
 
 def test_run_drop_is_mapped_over_contributors_with_bounded_parallelism():
-    dag = dagbag().dags["silverline_monthly_cycle"]
+    dag = dagbag().dags[DAG_ID]
     assert {t.task_id for t in dag.tasks} == {"plan_drops", "run_drop"}
     run_drop = dag.get_task("run_drop")
     assert type(run_drop).__name__ == "MappedOperator", type(run_drop)
@@ -118,7 +122,7 @@ def test_run_drop_is_mapped_over_contributors_with_bounded_parallelism():
 def test_map_index_label_is_the_contributor(sdag):
     from types import SimpleNamespace
 
-    dag = dagbag().dags["silverline_monthly_cycle"]
+    dag = dagbag().dags[DAG_ID]
     template = dag.get_task("run_drop").map_index_template
     arguments = sdag.drop_kwargs(["BNPL_7"], "2026-11")[0]["arguments"]
     env = dag.get_template_env()
@@ -126,7 +130,7 @@ def test_map_index_label_is_the_contributor(sdag):
 
 
 def test_dag_schedule_and_params():
-    dag = dagbag().dags["silverline_monthly_cycle"]
+    dag = dagbag().dags[DAG_ID]
     assert dag.max_active_runs == 1
     assert set(dag.params.keys()) >= {"cycle", "contributors"}
 
@@ -172,16 +176,28 @@ def make_operator(sdag):
     return sdag.SilverlinePodOperator(task_id="run_drop_test", image="silverline:0.1.0", cmds=["silverline"])
 
 
-def cleanup_with(sdag, exit_code, parent_raises=True):
+# silverline's last lines on a committed run (its real output format, src/cli.rs print_outcome)
+COMMITTED_LINES = [
+    '{"level":"INFO","message":"run finished"}',
+    "committed 998 rows to silver.credit_statements in snapshot 4242 (received 1000, quarantined 2, dropped 0, warned 5)",
+    "timings: read 0.4s, judge 1.2s, commit 0.3s",
+    "summary: s3://example-lake/dq_error/summaries/contributor=BANK_A/drop=2026-11/run.json",
+]
+
+
+def cleanup_with(sdag, exit_code, parent_raises=True, lines=(), waiting_since=None):
     op = make_operator(sdag)
+    op.arguments = ["run", "--config", "/etc/silverline/c.toml", "--contributor", "BANK_A", "--drop", "2026-11"]
+    op.waiting_since = waiting_since
     pod = finished_pod(exit_code)
     parent = mock.patch.object(
         sdag.KubernetesPodOperator,
         "cleanup",
         side_effect=sdag.AirflowException(f"Pod {pod.metadata.name} returned a failure.") if parent_raises else None,
     )
-    with parent:
+    with parent, mock.patch.object(sdag.SilverlinePodOperator, "read_last_lines", return_value=list(lines)):
         op.cleanup(pod, pod)
+    return op
 
 
 @pytest.mark.parametrize("exit_code", [1, 2, 101, 137])
@@ -201,8 +217,82 @@ def test_exit_code_3_and_unfinished_pods_stay_retryable(sdag, exit_code):
     assert "returned a failure" in str(caught.value)
 
 
-def test_success_passes_through(sdag):
-    cleanup_with(sdag, 0, parent_raises=False)
+def test_success_passes_through_and_keeps_the_summary_for_xcom(sdag):
+    op = cleanup_with(sdag, 0, parent_raises=False, lines=COMMITTED_LINES)
+    assert op.summary == {
+        "contributor": "BANK_A",
+        "drop": "2026-11",
+        "exit_code": 0,
+        "summary_url": "s3://example-lake/dq_error/summaries/contributor=BANK_A/drop=2026-11/run.json",
+        "outcome": COMMITTED_LINES[1],
+    }
+
+
+def test_exit_4_a_concurrent_commit_is_a_success(sdag):
+    op = cleanup_with(sdag, 4, lines=["BANK_A/2026-11: a concurrent run of the same drop committed it (s1) while this one ran: nothing added"])
+    assert op.summary["exit_code"] == 4
+    assert "concurrent run" in op.summary["outcome"]
+
+
+def test_execute_returns_the_summary_as_the_return_value_xcom(sdag):
+    op = make_operator(sdag)
+    op.summary = {"summary_url": "s3://x/summary.json"}
+    dag_run = mock.Mock(start_date=None, run_after=None)
+    with mock.patch.object(sdag.KubernetesPodOperator, "execute", return_value=None):
+        assert op.execute({"dag_run": dag_run}) == {"summary_url": "s3://x/summary.json"}
+
+
+def test_a_data_failure_keeps_its_summary_too(sdag):
+    with pytest.raises(sdag.SilverlineRunFailed):
+        cleanup_with(sdag, 1, lines=["fail rule volume fired", "summary: s3://l/dq_error/s.json"])
+
+
+def test_summary_without_a_summary_line_is_empty_not_an_error(sdag):
+    got = sdag.summary_from_log(["panic"], ["run", "--contributor", "X", "--drop", "2026-01"], 101)
+    assert got == {"contributor": "X", "drop": "2026-01", "exit_code": 101, "summary_url": None, "outcome": None}
+
+
+def test_exit_5_reschedules_the_task_until_the_drop_wait_times_out(sdag):
+    from datetime import datetime, timedelta, timezone
+
+    assert sdag.DROP_WAIT_POKE == timedelta(minutes=30)  # the shipped values' dropWait.airflow
+    assert sdag.DROP_WAIT_TIMEOUT == timedelta(hours=48)
+    started = datetime.now(timezone.utc) - timedelta(hours=1)
+    with pytest.raises(sdag.AirflowRescheduleException) as caught:
+        cleanup_with(sdag, 5, waiting_since=started)
+    wait = caught.value.reschedule_date - datetime.now(timezone.utc)
+    assert timedelta(minutes=29) < wait <= timedelta(minutes=30)
+    # past the timeout: a final failure, not retried, alerted as drop_not_arrived
+    with pytest.raises(sdag.SilverlineRunFailed) as failed:
+        cleanup_with(sdag, 5, waiting_since=started - timedelta(hours=48))
+    assert failed.value.exit_code == 5
+    assert sdag.alert_payload({"exception": failed.value})["kind"] == "drop_not_arrived"
+
+
+def test_the_dag_follows_another_datasets_settings(monkeypatch, tmp_path):
+    settings = json.loads(DATASET_FILE.read_text())
+    settings.update(dataset="loans-demo", contributors=["LENDER_1", "LENDER_2", "co.op-3"],
+                    config_map="silverline-loans-demo-config", env_config_map="silverline-loans-demo-env",
+                    config_items=[{"key": "loans.toml", "path": "loans.toml"}], config_file="/etc/silverline/loans.toml",
+                    parallelism=2, drop_wait={"pokeInterval": "1h", "timeout": "24h"})
+    path = tmp_path / "silverline_dataset.json"
+    path.write_text(json.dumps(settings))
+    monkeypatch.setenv("SILVERLINE_DATASET_FILE", str(path))
+    other = load_module("silverline_dag_other_dataset")
+    assert other.DAG_ID == "silverline_loans_demo_monthly_cycle"
+    assert other.DEFAULT_CONTRIBUTORS == ["LENDER_1", "LENDER_2", "co.op-3"]
+    assert other.MAX_PARALLEL == 2
+    assert other.CONFIG_VOLUME.config_map.name == "silverline-loans-demo-config"
+    assert [i.path for i in other.CONFIG_VOLUME.config_map.items] == ["loans.toml"]
+    kwargs = other.drop_kwargs(["LENDER_1"], "2026-11")[0]
+    assert kwargs["arguments"][2] == "/etc/silverline/loans.toml"
+    assert kwargs["labels"]["silverline.io/dataset"] == "loans-demo"
+
+
+def test_a_missing_dataset_file_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("SILVERLINE_DATASET_FILE", str(tmp_path / "none.json"))
+    with pytest.raises(RuntimeError, match="render them with deploy/render.py"):
+        load_module("silverline_dag_no_dataset")
 
 
 def test_a_skip_is_not_turned_into_a_failure(sdag):
@@ -254,7 +344,7 @@ def test_exit_1_alerts_as_a_data_failure(sdag, webhook, monkeypatch):
     monkeypatch.setenv("SILVERLINE_ALERT_WEBHOOK", webhook)
     with pytest.raises(sdag.SilverlineRunFailed) as caught:
         cleanup_with(sdag, 1)
-    ti = mock.Mock(dag_id="silverline_monthly_cycle", run_id="scheduled__2026-12-05", task_id="run_drop")
+    ti = mock.Mock(dag_id=DAG_ID, run_id="scheduled__2026-12-05", task_id="run_drop")
     ti.rendered_map_index = "BANK_A"
     sdag.alert_on_failure({"exception": caught.value, "ti": ti, "params": {"cycle": "2026-11"}})
     assert len(Webhook.received) == 1
