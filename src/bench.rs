@@ -35,6 +35,8 @@ const CONTRIBUTOR: &str = "BENCH_BANK";
 pub struct Measure {
     /// Wall time of the child process.
     pub wall: Duration,
+    /// Its CPU time (user and system), as last seen while it ran.
+    pub cpu: Duration,
     /// Its peak resident memory, bytes.
     pub peak_rss: u64,
     /// Its stage timings from the run summary, in ms.
@@ -65,6 +67,9 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
         "floor (CSV -> Parquet, arrow)       {:>8.2} s",
         floor.as_secs_f64()
     );
+    let parquet_drop = put_parquet_drop(ws, drop_id)?;
+    let parquet = median_run(ws, "credit_statements.toml", &parquet_drop)?;
+    print_measure("run, 12 months, Parquet drop", accounts, &parquet);
     write_five_fold_rules(ws)?;
     let five = median_run(ws, "credit_statements_x5.toml", drop_id)?;
     print_measure("run, 12 months, 5x rules", accounts, &five);
@@ -84,6 +89,10 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
         ratio(five.wall, run12.wall)
     );
     println!(
+        "Parquet drop / CSV drop (read)      {:>8.2}",
+        stage_ms(&parquet, "read") as f64 / stage_ms(run12, "read").max(1) as f64
+    );
+    println!(
         "peak RSS 36 months / 3 months       {:>8.2}",
         by_history[2].3.peak_rss as f64 / by_history[0].3.peak_rss.max(1) as f64
     );
@@ -97,8 +106,9 @@ fn print_measure(label: &str, accounts: usize, measure: &Measure) {
         .map(|(s, ms)| format!("{s} {ms} ms"))
         .collect();
     println!(
-        "{label:<36}{:>8.2} s  {:>9.0} rows/s  peak RSS {:>6} MiB  ({})",
+        "{label:<36}{:>8.2} s  cpu {:>6.2} s  {:>9.0} rows/s  peak RSS {:>6} MiB  ({})",
         measure.wall.as_secs_f64(),
+        measure.cpu.as_secs_f64(),
         accounts as f64 / measure.wall.as_secs_f64().max(1e-9),
         measure.peak_rss / (1 << 20),
         stages.join(", ")
@@ -239,10 +249,14 @@ fn measure_run(ws: &Workspace, config: &str, drop_id: &str, dry_run: bool) -> Re
             source,
         })?;
     let status_path = format!("/proc/{}/status", child.id());
-    let mut peak_rss = 0;
+    let stat_path = format!("/proc/{}/stat", child.id());
+    let (mut peak_rss, mut cpu) = (0, Duration::ZERO);
     loop {
         if let Some(rss) = read_peak_rss(&status_path) {
             peak_rss = peak_rss.max(rss);
+        }
+        if let Some(seen) = read_cpu_time(&stat_path) {
+            cpu = cpu.max(seen);
         }
         match child.try_wait().map_err(|source| Error::Io {
             path: config.clone(),
@@ -263,6 +277,7 @@ fn measure_run(ws: &Workspace, config: &str, drop_id: &str, dry_run: bool) -> Re
     }
     Ok(Measure {
         wall,
+        cpu,
         peak_rss,
         stages: stage_timings(&stdout),
     })
@@ -273,6 +288,19 @@ fn read_peak_rss(status_path: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// Clock ticks per second of `/proc/<pid>/stat` times (USER_HZ: 100 on Linux).
+const USER_HZ: u64 = 100;
+
+/// User plus system time of a running process, from `/proc/<pid>/stat`.
+fn read_cpu_time(stat_path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(stat_path).ok()?;
+    // Fields after the command name (which may hold spaces), from field 3.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    let total = ticks(11)? + ticks(12)?;
+    Some(Duration::from_millis(total * 1000 / USER_HZ))
 }
 
 fn stage_timings(stdout: &str) -> Vec<(String, u64)> {
@@ -330,6 +358,34 @@ fn measure_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
         .close()
         .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
     Ok(started.elapsed())
+}
+
+/// A stage's time in a measure, ms (0 when absent).
+fn stage_ms(measure: &Measure, stage: &str) -> u64 {
+    measure
+        .stages
+        .iter()
+        .find(|(s, _)| s == stage)
+        .map_or(0, |(_, ms)| *ms)
+}
+
+/// The drop as a typed Parquet file (the floor's output) in a drop of its
+/// own next to the CSV one; returns its drop id.
+fn put_parquet_drop(ws: &Workspace, drop_id: &str) -> Result<String> {
+    let parquet_id = format!("{drop_id}-parquet");
+    let folder = ws
+        .dir
+        .join("data/bronze")
+        .join(CONTRIBUTOR)
+        .join(&parquet_id);
+    let target = folder.join("statements.parquet");
+    std::fs::create_dir_all(&folder)
+        .and_then(|()| std::fs::copy(ws.dir.join("floor.parquet"), &target))
+        .map_err(|source| Error::Io {
+            path: target.clone(),
+            source,
+        })?;
+    Ok(parquet_id)
 }
 
 /// A config whose rule set is the default one plus four renamed copies of it.
