@@ -265,10 +265,16 @@ async fn missing_entity_events(
     status: Option<ExceptionStatus>,
 ) -> Result<Vec<ExceptionEvent>> {
     let target = store.to_string();
-    let exists = catalog
-        .table_exists(store)
+    // A dry run on a fresh project has no namespace yet: no events either.
+    let namespace = catalog
+        .namespace_exists(store.namespace())
         .await
         .map_err(Error::catalog("load", &target))?;
+    let exists = namespace
+        && catalog
+            .table_exists(store)
+            .await
+            .map_err(Error::catalog("load", &target))?;
     if !exists {
         return Ok(Vec::new());
     }
