@@ -33,6 +33,10 @@ impl ErrorClass {
 /// same drop had committed it: nothing was added (see README, exit codes).
 pub const EXIT_COMMITTED_CONCURRENTLY: u8 = 4;
 
+/// Exit code of `silverline backlog --check` while alerts are open (see
+/// README, exit codes): a scheduler pages on it.
+pub const EXIT_ALERTS_OPEN: u8 = 6;
+
 /// Everything that can stop a run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
