@@ -308,6 +308,17 @@ impl EngineFailure {
     }
 }
 
+/// `error` and every error behind it, joined by `: `.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut link = error.source();
+    while let Some(cause) = link {
+        text.push_str(&format!(": {cause}"));
+        link = cause.source();
+    }
+    text
+}
+
 /// Whether `error` (or what caused it) is an I/O or object store failure.
 fn is_io(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut link = Some(error);

@@ -352,6 +352,13 @@ async fn age_and_exit_rate_alerts_page_through_backlog_check_the_report_and_the_
     assert_eq!(body["origin"], "check");
     assert_eq!(body["alerts"], data["alerts"]);
 
+    // Three 500s: the default 3 attempts spent, a warning, the exit code unchanged.
+    hook.fail_first(3);
+    let failed = silverline(&["backlog", "--config", config, "--check", "--notify"]).code(6);
+    assert!(output(&failed).contains("could not deliver the alerts to the webhook"));
+    let statuses: Vec<u16> = hook.received().iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 500, 500, 500]);
+
     let out = tmp.path().join("report");
     silverline(&["report", "--config", config, "--out", out.to_str().unwrap()]).success();
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();

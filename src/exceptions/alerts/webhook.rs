@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::{Alert, alert_lines};
 use crate::config::alerts::{AUTHORIZATION, Webhook};
+use crate::error::error_chain;
 
 /// The first wait before a POST is tried again, in milliseconds; it doubles each time.
 const FIRST_BACKOFF_MS: u64 = 500;
@@ -116,14 +117,11 @@ async fn post(client: &reqwest::Client, webhook: &Webhook, body: Vec<u8>) -> Res
         };
         request = request.header(token.header.as_str(), value);
     }
-    // The error's text may hold the URL: only its kind is kept.
-    let response = request.send().await.map_err(|e| {
-        Retry::Later(if e.is_timeout() {
-            "no answer in time".to_string()
-        } else {
-            "cannot connect".to_string()
-        })
-    })?;
+    // Without its URL: a chat's webhook URL is a secret.
+    let response = request
+        .send()
+        .await
+        .map_err(|e| Retry::Later(error_chain(&e.without_url())))?;
     let status = response.status();
     match status.as_u16() {
         200..=299 => Ok(()),
