@@ -44,8 +44,7 @@ use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use crate::replay::{dq_file_rows, put_replay_drop};
 
-/// The name of an accept drop (`accept-<hash>`) and of its data file (`accept.csv`).
-pub const ACCEPT: &str = "accept";
+pub use crate::core::drop::ACCEPT;
 
 /// What to accept.
 #[derive(Debug, Clone)]

@@ -8,6 +8,7 @@ use crate::accept::{AcceptRequest, accept};
 use crate::config::load_plan;
 use crate::core::drop::DropRef;
 use crate::error::Result;
+use crate::exceptions::alerts::webhook::{Origin, Payload, notify};
 use crate::exceptions::close::{Decision, ignore};
 use crate::infra::catalog::{SilverCheck, check_silver, table_ident};
 use crate::pipeline::summary::RunStatus;
@@ -114,7 +115,8 @@ pub enum Command {
         command: ExceptionsCommand,
     },
     /// Print the exception backlog: open exceptions by contributor and rule, their age,
-    /// entries and exits in the last 7 and 30 days, stale ones.
+    /// entries and exits in the last 7 and 30 days, stale ones, and the open alerts
+    /// (`[alerts]`: failure rates creeping up, exceptions ageing, none leaving).
     Backlog {
         /// Configuration file.
         #[arg(long, env = "SILVERLINE_CONFIG")]
@@ -125,6 +127,12 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Exit 6 while alerts are open, for a scheduler to page on.
+        #[arg(long)]
+        check: bool,
+        /// Also POST the open alerts to `[alerts.webhook]`.
+        #[arg(long, requires = "check")]
+        notify: bool,
     },
     /// Write the exception report: a static HTML page (<out>/index.html) with the backlog by
     /// rule and age, entries and exits per week, each run's rejection and warning rates and
@@ -248,7 +256,7 @@ pub enum ExceptionsCommand {
     },
 }
 
-pub use crate::error::EXIT_COMMITTED_CONCURRENTLY;
+pub use crate::error::{EXIT_ALERTS_OPEN, EXIT_COMMITTED_CONCURRENTLY};
 
 /// Executes the parsed command; returns the exit code of a command that did not fail.
 pub async fn run(cli: Cli) -> Result<u8> {
@@ -293,7 +301,16 @@ pub async fn run(cli: Cli) -> Result<u8> {
             config,
             contributor,
             json,
-        } => backlog(&config, contributor, json).await,
+            check,
+            notify,
+        } => {
+            let print = BacklogPrint {
+                json,
+                check,
+                notify,
+            };
+            backlog(&config, contributor, print).await
+        }
         Command::Report { config, out } => report(&config, &out).await,
         Command::Backfill {
             config,
@@ -422,8 +439,19 @@ async fn maintain(config: &Path, older_than_days: u32, retain_last: usize) -> Re
     Ok(0)
 }
 
+/// How `silverline backlog` answers.
+#[derive(Debug, Clone, Copy)]
+struct BacklogPrint {
+    /// JSON instead of text.
+    json: bool,
+    /// Exit 6 while alerts are open.
+    check: bool,
+    /// POST the open alerts to the webhook.
+    notify: bool,
+}
+
 /// `silverline backlog`.
-async fn backlog(config: &Path, contributor: Option<String>, json: bool) -> Result<u8> {
+async fn backlog(config: &Path, contributor: Option<String>, print: BacklogPrint) -> Result<u8> {
     if let Some(contributor) = &contributor {
         crate::core::drop::check_contributor(contributor)?;
     }
@@ -434,7 +462,7 @@ async fn backlog(config: &Path, contributor: Option<String>, json: bool) -> Resu
         contributor,
     };
     let data = gather(&plan, what).await?;
-    if json {
+    if print.json {
         let text = serde_json::to_string_pretty(&data).map_err(|source| crate::Error::Encode {
             what: "backlog",
             source,
@@ -443,7 +471,14 @@ async fn backlog(config: &Path, contributor: Option<String>, json: bool) -> Resu
     } else {
         print!("{}", backlog_text(&data));
     }
-    Ok(0)
+    if let (true, Some(webhook)) = (print.notify, &plan.alerts.webhook) {
+        let payload = Payload::new(&plan.contract.name, Origin::Check, &data.alerts);
+        notify(webhook, &payload).await;
+    }
+    Ok(match print.check && !data.alerts.is_empty() {
+        true => EXIT_ALERTS_OPEN,
+        false => 0,
+    })
 }
 
 /// `silverline report`.

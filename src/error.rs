@@ -33,6 +33,10 @@ impl ErrorClass {
 /// same drop had committed it: nothing was added (see README, exit codes).
 pub const EXIT_COMMITTED_CONCURRENTLY: u8 = 4;
 
+/// Exit code of `silverline backlog --check` while alerts are open (see
+/// README, exit codes): a scheduler pages on it.
+pub const EXIT_ALERTS_OPEN: u8 = 6;
+
 /// Everything that can stop a run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -302,6 +306,17 @@ impl EngineFailure {
             | EngineFailure::Execution => ErrorClass::Data,
         }
     }
+}
+
+/// `error` and every error behind it, joined by `: `.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut link = error.source();
+    while let Some(cause) = link {
+        text.push_str(&format!(": {cause}"));
+        link = cause.source();
+    }
+    text
 }
 
 /// Whether `error` (or what caused it) is an I/O or object store failure.

@@ -34,8 +34,7 @@ use crate::infra::storage::{Location, Stores};
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use crate::transient::EXCEPTION_ID;
 
-/// The name of a replay drop (`replay-<hash>`) and of its data file (`replay.csv`).
-pub const REPLAY: &str = "replay";
+pub use crate::core::drop::REPLAY;
 
 /// What to replay.
 #[derive(Debug, Clone, Default)]

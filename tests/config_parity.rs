@@ -151,6 +151,16 @@ const CORPUS: &[Case] = &[
         "[aggregates]",
         "[metrics_push]\nurl = \"http://127.0.0.1:9\"\ntimeout_seconds = 1\n\n[aggregates]",
     ),
+    case(
+        "creep alert with neither test",
+        "[aggregates]",
+        "[alerts.creep]\nwindow = 4\n\n[aggregates]",
+    ),
+    valid(
+        "alert webhook that nobody runs",
+        "[aggregates]",
+        "[alerts]\nno_exit_days = 7\n[alerts.creep]\nsigma = 3.0\n[alerts.webhook]\nurl = \"http://127.0.0.1:9\"\ntimeout_seconds = 1\n\n[aggregates]",
+    ),
 ];
 
 #[test]

@@ -130,6 +130,7 @@ fn crafted_report() -> ReportData {
             section(CONTRIBUTORS[0], 1, north),
             section(CONTRIBUTORS[1], 2, south),
         ],
+        alerts: Vec::new(),
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::config::alerts::AlertSettings;
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::engine::{NOT_NULL_RULE, engine_rules, name_clash};
 use crate::config::locations::{catalog_spec, resolve_location};
@@ -32,6 +33,8 @@ impl Plan {
         let references = check_references(&raw, &contract, base, &mut problems);
         check_aggregates(&raw.aggregates, &mut problems);
         let metrics_push = MetricsPush::check(&raw.metrics_push, &mut problems);
+        let alerts =
+            AlertSettings::check(&raw.alerts, raw.exceptions.stale_after_days, &mut problems);
         let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
         let completeness = check_completeness(&raw, &contract, &mut problems);
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
@@ -100,6 +103,7 @@ impl Plan {
                     .unwrap_or_else(|| format!("{}_exceptions", raw.table.name)),
                 stale_after_days: raw.exceptions.stale_after_days,
             },
+            alerts,
         };
         if problems.is_empty() {
             Ok(plan)

@@ -6,6 +6,7 @@
 //! `silverline check-config` and every run go through [`load_plan`]: a bad
 //! setting or rule exits 2 before any data is read.
 
+pub mod alerts;
 pub mod checks;
 pub mod contract;
 pub mod engine;

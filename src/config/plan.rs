@@ -198,6 +198,8 @@ pub struct Plan {
     pub mask_sensitive: bool,
     /// The exception store.
     pub exceptions: ExceptionsSpec,
+    /// Which alerts are raised and where they go.
+    pub alerts: crate::config::alerts::AlertSettings,
 }
 
 /// The exception store's table and backlog settings.

@@ -60,6 +60,12 @@ pub struct SilverlineConfig {
     /// The exception store. Default: `<table.name>_exceptions` beside Silver.
     #[serde(default)]
     pub exceptions: ExceptionsConfig,
+    /// Alerts: failure rates creeping up, exceptions ageing, exceptions that
+    /// enter and never leave; where they are sent. Default: only the age
+    /// alert (open exceptions older than `exceptions.stale_after_days`), sent
+    /// nowhere but the summary, the report and `backlog --check`.
+    #[serde(default)]
+    pub alerts: AlertsConfig,
     /// Severities of the engine's own key rules (`unique_key`, `resubmission`,
     /// `contributor`). Default: `quarantine` each; they cannot be turned off.
     #[serde(default)]
@@ -85,6 +91,64 @@ impl Default for ExceptionsConfig {
             stale_after_days: default_stale_after_days(),
         }
     }
+}
+
+/// The `[alerts]` section: which alerts are raised and where they go.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// Alert when open exceptions are older than `exceptions.stale_after_days`. Default: true.
+    #[serde(default)]
+    pub age: Option<bool>,
+    /// Alert when exceptions entered in the last this many days and none
+    /// left. Default: none (no such alert).
+    #[serde(default)]
+    pub no_exit_days: Option<u32>,
+    /// A rule's failure rate creeping up over a contributor's runs. Default: none.
+    #[serde(default)]
+    pub creep: Option<CreepConfig>,
+    /// Where alerts are POSTed. Default: nowhere.
+    #[serde(default)]
+    pub webhook: Option<WebhookConfig>,
+}
+
+/// `[alerts.creep]`: when a rule's failure rate (failed / received per run)
+/// counts as creeping up. Either test or both.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreepConfig {
+    /// Alert after this many rises in a row (each run's rate above the one
+    /// before). Default: none.
+    #[serde(default)]
+    pub rises_in_a_row: Option<u32>,
+    /// Alert when the latest rate is above the mean plus this many standard
+    /// deviations of the `window` runs before it. Default: none.
+    #[serde(default)]
+    pub sigma: Option<f64>,
+    /// How many runs before the latest `sigma` compares with. Default: 6.
+    #[serde(default)]
+    pub window: Option<u32>,
+}
+
+/// `[alerts.webhook]`: an HTTP endpoint that receives alerts as JSON.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// The URL alerts are POSTed to (http or https). Required.
+    pub url: String,
+    /// Environment variable holding a token sent with each POST. Default: none.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// The header that carries the token: `Authorization` sends `Bearer
+    /// <token>`, any other header the token as it is. Default: `Authorization`.
+    #[serde(default)]
+    pub token_header: Option<String>,
+    /// How many times a POST is tried in all. Default: 3.
+    #[serde(default)]
+    pub attempts: Option<u32>,
+    /// Seconds one POST may take. Default: 5.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
 }
 
 /// How rows set aside (quarantine, dropped, pending) are written.

@@ -29,6 +29,22 @@ impl DropRef {
     }
 }
 
+/// The name of a replay drop (`replay-<hash>`) and of its data file (`replay.csv`).
+pub const REPLAY: &str = "replay";
+
+/// The name of an accept drop (`accept-<hash>`) and of its data file (`accept.csv`).
+pub const ACCEPT: &str = "accept";
+
+/// Whether `drop_id` names a drop silverline made of exceptions (a replay or
+/// an accept drop, `<name>-<hash>`) rather than a contributor's delivery.
+pub fn is_made_of_exceptions(drop_id: &str) -> bool {
+    [REPLAY, ACCEPT].iter().any(|name| {
+        drop_id
+            .strip_prefix(name)
+            .is_some_and(|hash| hash.starts_with('-'))
+    })
+}
+
 /// Checks a `--contributor` argument like [`DropRef::new`] does.
 pub(crate) fn check_contributor(contributor: &str) -> Result<()> {
     check_id("--contributor", contributor)
@@ -70,5 +86,14 @@ mod tests {
             assert!(DropRef::new("BANK_A", bad).is_err(), "{bad:?}");
         }
         assert!(DropRef::new("BANK_A", "backfill-2026-01-2026-03").is_ok());
+    }
+
+    #[test]
+    fn replay_and_accept_drops_are_told_from_deliveries() {
+        assert!(is_made_of_exceptions("replay-0123456789abcdef"));
+        assert!(is_made_of_exceptions("accept-0123456789abcdef"));
+        for delivery in ["2026-01", "replay", "replays-1", "accepted-2026"] {
+            assert!(!is_made_of_exceptions(delivery), "{delivery}");
+        }
     }
 }

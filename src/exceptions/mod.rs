@@ -12,10 +12,12 @@
 //!  exceptions ignore ──────────────────────────────────► ignored events (actor, note)
 //! ```
 
+pub mod alerts;
 pub mod backlog;
 pub mod close;
 pub mod figures;
 pub mod record;
+pub mod runs;
 pub mod store;
 
 use chrono::{DateTime, Utc};

@@ -14,7 +14,7 @@ use iceberg::Catalog;
 
 use super::claim::{Claim, staged_summary_path};
 use super::context::Context;
-use super::exceptions::record_events;
+use super::exceptions::{contributor_watch, record_events};
 use super::hooks::{self, CrashPoint};
 use super::judge::Judgement;
 use super::summary::{RunStatus, Summary, lap};
@@ -97,12 +97,17 @@ pub(super) async fn commit_run(
             let run = committed_run(summary, &claim.run_id, &claim.run_date);
             let ids = &judged.exception_ids;
             let outputs = (&judged.set_aside_files, Some(&judged.declared));
-            let recorded = record_events(context, &run, outputs, ids)
+            let after_commit = |source| Error::AfterCommit {
+                source: Box::new(source),
+            };
+            record_events(context, &run, outputs, ids)
                 .await
-                .map_err(|source| Error::AfterCommit {
-                    source: Box::new(source),
-                })?;
-            summary.backlog = Some(recorded);
+                .map_err(after_commit)?;
+            let (backlog, alerts) = contributor_watch(context, summary, chrono::Utc::now())
+                .await
+                .map_err(after_commit)?;
+            summary.backlog = Some(backlog);
+            summary.alerts = alerts;
             lap(summary, Stage::Exceptions, clock);
             Ok(Attempt::Done)
         }

@@ -1,6 +1,7 @@
 //! Exceptions: after the commit, the run's rows set aside become events in
 //! the exception store (and a replay's rows that reached Silver become
-//! `resolved`), and the contributor's backlog goes into the summary.
+//! `resolved`), and the contributor's backlog and alerts go into the summary
+//! (the alerts to `[alerts.webhook]` too).
 //!
 //! The events are appended with the run key, after Silver's commit: a run
 //! that dies in between is completed by its rerun ([`restore_missing_events`]),
@@ -15,11 +16,15 @@ use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
 
 use super::Context;
+use super::summary::{RunStatus, Summary};
+use crate::config::Plan;
 use crate::config::contract::Contract;
-use crate::core::drop::DropRef;
+use crate::core::drop::{DropRef, is_made_of_exceptions};
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
+use crate::exceptions::alerts::webhook::{Origin, Payload, notify};
+use crate::exceptions::alerts::{Alert, RunFailures, evaluate};
 use crate::exceptions::backlog::{figures, states};
 use crate::exceptions::close::Closing;
 use crate::exceptions::figures::BacklogFigures;
@@ -27,6 +32,7 @@ use crate::exceptions::record::{
     ExceptionIds, RunRecord, declared_event, load_carried, missing_events, missing_record_key,
     run_events,
 };
+use crate::exceptions::runs::read_summaries;
 use crate::exceptions::store::{append_events, has_run, load_or_create_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::stage::Stage;
@@ -56,7 +62,7 @@ impl CommittedRun {
     }
 }
 
-/// Records the events of a run that just committed; returns the contributor's backlog.
+/// Records the events of a run that just committed.
 ///
 /// With `[completeness]`, the entities the drop left out become `missing`
 /// exceptions, and the open ones the drop's rows (`declared`: their entity
@@ -66,7 +72,7 @@ pub(super) async fn record_events(
     run: &CommittedRun,
     (set_aside_files, declared): (&BTreeMap<SetAside, String>, Option<&RecordBatch>),
     ids: &ExceptionIds,
-) -> Result<BacklogFigures> {
+) -> Result<()> {
     let now = Utc::now();
     let record = RunRecord {
         drop: &run.drop,
@@ -103,7 +109,7 @@ pub(super) async fn record_events(
         .await?;
     }
     tracing::info!(events = events.len(), "exceptions recorded");
-    contributor_backlog(context, now).await
+    Ok(())
 }
 
 /// The rerun of a committed run: records its events if it died before it
@@ -194,16 +200,54 @@ fn declared_keys(contract: &Contract, declared: &RecordBatch) -> Result<Vec<Stri
         .collect())
 }
 
-/// The contributor's exception backlog now.
-pub(super) async fn contributor_backlog(
+/// The contributor's exception backlog and alerts now, after the run
+/// `summary` records (its rule failures follow the earlier runs' in the
+/// creep alert).
+pub(super) async fn contributor_watch(
     context: &Context<'_>,
+    summary: &Summary,
     now: DateTime<Utc>,
-) -> Result<BacklogFigures> {
-    let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
-    let events = read_events(&table, Some(&context.drop.contributor)).await?;
-    Ok(figures(
-        &states(&events),
-        now,
-        context.plan.exceptions.stale_after_days,
-    ))
+) -> Result<(BacklogFigures, Vec<Alert>)> {
+    let plan = context.plan;
+    let table = load_or_create_exceptions(context.catalog.as_ref(), plan).await?;
+    let contributor = &context.drop.contributor;
+    let events = read_events(&table, Some(contributor)).await?;
+    let backlog = figures(&states(&events), now, plan.exceptions.stale_after_days);
+    let mut runs = Vec::new();
+    if plan.alerts.watches_creep() {
+        let summaries = read_summaries(&context.dq_error, Some(contributor)).await?;
+        runs.extend(summaries.iter().filter_map(RunFailures::of_summary));
+        runs.extend(this_run(summary, now));
+    }
+    Ok((backlog, evaluate(&plan.alerts, &events, &runs, now)))
+}
+
+/// The run `summary` records, as the creep alert follows it (a delivery only).
+fn this_run(summary: &Summary, now: DateTime<Utc>) -> Option<RunFailures> {
+    if is_made_of_exceptions(&summary.drop_id) {
+        return None;
+    }
+    Some(RunFailures {
+        contributor: summary.contributor.clone(),
+        run_id: summary.run_id.clone().unwrap_or_default(),
+        drop_id: summary.drop_id.clone(),
+        at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        received: summary.counts.received,
+        failed: summary
+            .rules
+            .iter()
+            .map(|o| (o.rule.clone(), o.failed))
+            .collect(),
+    })
+}
+
+/// POSTs the alerts of a committed run to `[alerts.webhook]`, if any.
+pub(super) async fn send_alerts(plan: &Plan, summary: &Summary) {
+    let Some(webhook) = &plan.alerts.webhook else {
+        return;
+    };
+    if summary.status == RunStatus::Committed {
+        let payload = Payload::new(&plan.contract.name, Origin::Run, &summary.alerts);
+        notify(webhook, &payload).await;
+    }
 }

@@ -83,7 +83,8 @@ pub struct RunOutcome {
 }
 
 /// Runs one drop through every stage, then pushes its metrics when
-/// `[metrics_push]` names a Pushgateway (never for a dry run).
+/// `[metrics_push]` names a Pushgateway and its alerts when `[alerts.webhook]`
+/// names a webhook (never for a dry run).
 pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let span = tracing::info_span!(
         "run",
@@ -109,6 +110,7 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
     let result = open_and_run(plan, drop, options, &rules, (&mut summary, started)).await;
     if !options.dry_run {
         pushgateway::push(plan, &summary, result.as_ref().err()).await;
+        exceptions::send_alerts(plan, &summary).await;
     }
     result.map(|summary_url| RunOutcome {
         summary,

@@ -88,7 +88,10 @@ pub(super) async fn restore_missing_summary(
     restored.status = RunStatus::Committed;
     restored.finished_at = Some(now());
     restored.snapshot_id = summary.snapshot_id.or(restored.snapshot_id);
-    restored.backlog = Some(exceptions::contributor_backlog(context, chrono::Utc::now()).await?);
+    let (backlog, alerts) =
+        exceptions::contributor_watch(context, &restored, chrono::Utc::now()).await?;
+    restored.backlog = Some(backlog);
+    restored.alerts = alerts;
     let url = restored.write(&context.dq_error, &path).await?;
     tracing::warn!(summary = %url, "the committed run had no final summary: completed it");
     Ok(())

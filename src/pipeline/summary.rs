@@ -116,6 +116,9 @@ pub struct Summary {
     /// The contributor's exception backlog after this run (committed runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<crate::exceptions::figures::BacklogFigures>,
+    /// The contributor's alerts after this run (committed runs; see `[alerts]`).
+    #[serde(default)]
+    pub alerts: Vec<crate::exceptions::alerts::Alert>,
     /// How many times the drop was judged: more than once when rows of the
     /// contributor were committed by other runs while it was judged.
     #[serde(default)]
@@ -158,6 +161,7 @@ impl Summary {
             aggregates: Vec::new(),
             missing_entities: None,
             backlog: None,
+            alerts: Vec::new(),
             judgements: 0,
             schema_drift: Vec::new(),
             schema_evolution: None,

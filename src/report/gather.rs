@@ -5,22 +5,20 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use futures::{StreamExt, TryStreamExt};
 
 use super::model::{ReportData, RunPoint, Section};
 use crate::config::Plan;
 use crate::error::Result;
 use crate::exceptions::ExceptionEvent;
+use crate::exceptions::alerts::{RunFailures, evaluate};
 use crate::exceptions::backlog::{figures, open_by_rule, states, weekly_flow};
+use crate::exceptions::runs::{SummaryFile, read_summaries};
 use crate::exceptions::store::{load_or_create_exceptions, read_events};
 use crate::infra::catalog::connect;
-use crate::infra::storage::{Location, Stores};
+use crate::infra::storage::Stores;
 
 /// How many weeks of entries and exits a section shows.
 pub const FLOW_WEEKS: u32 = 26;
-
-/// How many summaries are fetched at once.
-const SUMMARY_READS: usize = 16;
 
 /// The name of the section of all contributors.
 pub const OVERALL: &str = "All contributors";
@@ -30,30 +28,41 @@ pub const OVERALL: &str = "All contributors";
 pub struct Gather {
     /// The moment the figures are computed for.
     pub now: DateTime<Utc>,
-    /// Also read every run summary (the report charts runs; `backlog` needs none).
+    /// Also list every run (the report charts them; `backlog` does not).
+    /// The summaries are read either way when a creep alert is configured.
     pub with_runs: bool,
     /// Only this contributor (the overall section is then theirs alone).
     pub contributor: Option<String>,
 }
 
-/// Reads the exception store (and the summaries) and computes every section.
+/// Reads the exception store (and the summaries) and computes every section
+/// and the alerts.
 pub async fn gather(plan: &Plan, what: Gather) -> Result<ReportData> {
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let catalog = connect(&plan.catalog, &stores).await?;
     let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
     let only = what.contributor.as_deref();
     let events = read_events(&table, only).await?;
-    let mut runs = if what.with_runs {
+    let summaries = if what.with_runs || plan.alerts.watches_creep() {
         let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
-        read_runs(&dq_error).await?
+        read_summaries(&dq_error, only).await?
     } else {
         Vec::new()
     };
-    runs.retain(|r| only.is_none_or(|c| r.contributor == c));
-    Ok(build_report(plan, &events, runs, what.now))
+    let failures: Vec<RunFailures> = summaries
+        .iter()
+        .filter_map(RunFailures::of_summary)
+        .collect();
+    let runs = match what.with_runs {
+        true => summaries.iter().map(run_point).collect(),
+        false => Vec::new(),
+    };
+    let mut report = build_report(plan, &events, runs, what.now);
+    report.alerts = evaluate(&plan.alerts, &events, &failures, what.now);
+    Ok(report)
 }
 
-/// The report of `events` and `runs` at `now`.
+/// The report of `events` and `runs` at `now` (no alerts: [`gather`] adds them).
 pub fn build_report(
     plan: &Plan,
     events: &[ExceptionEvent],
@@ -88,6 +97,7 @@ pub fn build_report(
         stale_after_days: stale,
         overall: section(OVERALL, events, runs, now, stale),
         contributors: sections,
+        alerts: Vec::new(),
     }
 }
 
@@ -109,46 +119,14 @@ fn section(
     }
 }
 
-/// Every run summary under `<dq_error>/summaries/`.
-async fn read_runs(dq_error: &Location) -> Result<Vec<RunPoint>> {
-    let listed = dq_error.list("summaries").await?;
-    let paths: Vec<String> = listed
-        .into_iter()
-        .map(|o| o.relative)
-        .filter(|p| p.ends_with(".json"))
-        .collect();
-    let runs: Vec<Option<RunPoint>> = futures::stream::iter(paths)
-        .map(|path| async move {
-            let bytes = dq_error.get(&path).await?;
-            Ok::<_, crate::Error>(run_point(&bytes, &dq_error.url_of(&path)))
-        })
-        .buffer_unordered(SUMMARY_READS)
-        .try_collect()
-        .await?;
-    Ok(runs.into_iter().flatten().collect())
-}
-
-/// A run from its summary; a file that is not a summary is skipped with a warning.
-fn run_point(bytes: &[u8], url: &str) -> Option<RunPoint> {
-    let summary: serde_json::Value = match serde_json::from_slice(bytes) {
-        Ok(value) => value,
-        Err(error) => {
-            tracing::warn!(summary = %url, error = %error, "not a run summary: skipped");
-            return None;
-        }
-    };
-    let text = |name: &str| summary[name].as_str().unwrap_or_default().to_string();
-    let at = summary["finished_at"]
-        .as_str()
-        .or_else(|| summary["started_at"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    Some(RunPoint {
-        at,
-        contributor: text("contributor"),
-        drop_id: text("drop_id"),
-        status: text("status"),
-        counts: serde_json::from_value(summary["counts"].clone()).unwrap_or_default(),
-        summary: url.to_string(),
-    })
+/// A run from its summary.
+fn run_point(file: &SummaryFile) -> RunPoint {
+    RunPoint {
+        at: file.at().to_string(),
+        contributor: file.text("contributor").to_string(),
+        drop_id: file.text("drop_id").to_string(),
+        status: file.text("status").to_string(),
+        counts: serde_json::from_value(file.summary["counts"].clone()).unwrap_or_default(),
+        summary: file.url.clone(),
+    }
 }

@@ -12,6 +12,7 @@ use super::charts;
 use super::escape::escape;
 use super::model::{ReportData, RunPoint, Section};
 use crate::error::Error;
+use crate::exceptions::alerts::Alert;
 use crate::exceptions::figures::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekFlow};
 
 /// The runs table lists at most this many of a section's latest runs.
@@ -56,6 +57,10 @@ svg.chart line.grid { stroke: #e6e9ec; }
 svg.chart line.baseline { stroke: #8c959f; }
 .empty { color: var(--muted); font-style: italic; }
 section.report-section { border-bottom: 1px solid var(--line); padding-bottom: 16px; }
+aside.alerts { margin: 16px 0; padding: 8px 16px; border: 2px solid #cf222e; border-radius: 6px; background: #fff1f0; }
+aside.alerts h2 { margin: 4px 0 8px; color: #a40e26; }
+aside.alerts li { margin: 4px 0; }
+aside.alerts .kind { font-weight: 600; text-transform: uppercase; font-size: 0.8rem; color: #a40e26; margin-right: 6px; }
 "#;
 
 /// Shows the section picked in the `<select>` and hides the others; keeps the
@@ -93,6 +98,7 @@ pub fn render(data: &ReportData) -> String {
     page.push_str("<body>\n");
     page.push_str(&header(data));
     page.push_str("<main>\n");
+    page.push_str(&alerts(&data.alerts));
     for (index, section) in sections(data).enumerate() {
         page.push_str(&section_html(index, section, data.stale_after_days));
     }
@@ -170,6 +176,29 @@ fn header(data: &ReportData) -> String {
         ));
     }
     out.push_str("<option value=\"every\">Every section, one after another</option></select></nav>\n</header>\n");
+    out
+}
+
+/// The open alerts, highlighted above every section (nothing when none).
+fn alerts(alerts: &[Alert]) -> String {
+    if alerts.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<aside class=\"alerts\" role=\"alert\" data-alerts=\"{}\">\n<h2>Alerts ({})</h2>\n<ul>\n",
+        alerts.len(),
+        alerts.len()
+    );
+    for alert in alerts {
+        out.push_str(&format!(
+            "<li data-alert-kind=\"{}\" data-contributor=\"{}\"><span class=\"kind\">{}</span>{}</li>\n",
+            alert.kind.as_str(),
+            escape(&alert.contributor),
+            alert.kind.as_str().replace('_', " "),
+            escape(&alert.message)
+        ));
+    }
+    out.push_str("</ul>\n</aside>\n");
     out
 }
 
@@ -486,6 +515,7 @@ mod tests {
             stale_after_days: 30,
             overall: section("All contributors", 10),
             contributors,
+            alerts: Vec::new(),
         }
     }
 
@@ -587,6 +617,35 @@ mod tests {
     }
 
     #[test]
+    fn alerts_are_highlighted_above_the_sections_as_text() {
+        use crate::exceptions::alerts::{AgeFigures, AlertFigures, AlertKind};
+        let mut data = report(vec![section("bureau-a", 1)]);
+        data.alerts = vec![Alert {
+            kind: AlertKind::Age,
+            contributor: "<b>x</b>".to_string(),
+            rule: None,
+            figures: AlertFigures::Age(AgeFigures {
+                stale: 2,
+                oldest_age_days: 40,
+                stale_after_days: 30,
+            }),
+            message: "<script>alert(1)</script> 2 open".to_string(),
+        }];
+        let page = render(&data);
+        let aside = &page[page.find("<aside class=\"alerts\"").expect("alert box")..];
+        assert!(
+            aside.find("</aside>") < aside.find("<section"),
+            "above the sections"
+        );
+        assert!(aside.contains("<h2>Alerts (1)</h2>"));
+        assert!(
+            aside.contains("data-alert-kind=\"age\" data-contributor=\"&lt;b&gt;x&lt;/b&gt;\"")
+        );
+        assert!(aside.contains("&lt;script&gt;alert(1)&lt;/script&gt; 2 open"));
+        assert!(!page.contains("<script>alert(1)"));
+    }
+
+    #[test]
     fn summary_paths_that_are_not_file_urls_are_plain_text() {
         assert_eq!(summary_link("s3://bucket/run.json"), "s3://bucket/run.json");
         assert!(summary_link("file:///tmp/a.json").starts_with("<a href="));
@@ -606,9 +665,11 @@ mod tests {
                 runs: vec![],
             },
             contributors: vec![],
+            alerts: vec![],
         };
         let page = render(&data);
         assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(!page.contains("<aside"), "no alerts, no alert box");
         assert!(page.contains("Nothing open."));
         assert!(page.contains("No runs yet."));
         assert_eq!(figure_text(&page, "oldest_age_days"), "none");

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::core::counts::Counts;
+use crate::exceptions::alerts::Alert;
 use crate::exceptions::figures::{BacklogFigures, RuleBacklog, WeekFlow};
 
 /// The whole report: one section for all contributors, then one per contributor.
@@ -19,6 +20,8 @@ pub struct ReportData {
     pub overall: Section,
     /// One section per contributor, by contributor id.
     pub contributors: Vec<Section>,
+    /// The alerts open now, by contributor.
+    pub alerts: Vec<Alert>,
 }
 
 /// The figures of one contributor (or of all of them).

@@ -1,10 +1,11 @@
 //! `silverline backlog` as text: one line of figures per contributor (closed
 //! exceptions a person accepted or ignored counted apart), then the open
-//! exceptions by rule and age.
+//! exceptions by rule and age; the open alerts first, when there are any.
 
 use std::fmt::Write;
 
 use super::model::{ReportData, Section};
+use crate::exceptions::alerts::alert_lines;
 use crate::exceptions::figures::AGE_BUCKETS;
 
 /// The backlog of `data` as aligned text tables.
@@ -15,6 +16,13 @@ pub fn backlog_text(data: &ReportData) -> String {
         "exception backlog of {} at {} (stale after {} days)\n",
         data.dataset, data.generated_at, data.stale_after_days
     );
+    if !data.alerts.is_empty() {
+        let _ = writeln!(out, "ALERTS ({}):", data.alerts.len());
+        for line in alert_lines(&data.alerts) {
+            let _ = writeln!(out, "  {line}");
+        }
+        let _ = writeln!(out);
+    }
     let _ = writeln!(
         out,
         "{:<20} {:>7} {:>8} {:>11} {:>7} {:>6} {:>12} {:>6} {:>7} {:>7} {:>8} {:>9} {:>8}",
