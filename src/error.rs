@@ -326,6 +326,19 @@ fn engine_text(source: &datafusion::error::DataFusionError) -> String {
     }
 }
 
+/// `error` and every error behind it, joined by `: ` (what a client
+/// library's top-level error leaves out: the refused connection, the
+/// timeout).
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut link = error.source();
+    while let Some(cause) = link {
+        text.push_str(&format!(": {cause}"));
+        link = cause.source();
+    }
+    text
+}
+
 /// `text` safe to echo into a log line or an error message: control
 /// characters (escape sequences, newlines) are shown escaped, like `\u{1b}`
 /// and `\n`, so that a user-supplied id cannot forge or repaint log lines.

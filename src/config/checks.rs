@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::engine::{NOT_NULL_RULE, engine_rules, name_clash};
+use crate::config::lineage::LineageTarget;
 use crate::config::locations::{catalog_spec, resolve_location};
 use crate::config::metrics_push::MetricsPush;
 use crate::config::plan::{
@@ -32,6 +33,7 @@ impl Plan {
         let references = check_references(&raw, &contract, base, &mut problems);
         check_aggregates(&raw.aggregates, &mut problems);
         let metrics_push = MetricsPush::check(&raw.metrics_push, &mut problems);
+        let lineage = LineageTarget::check(&raw.lineage, base, &mut problems);
         let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
         let completeness = check_completeness(&raw, &contract, &mut problems);
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
@@ -84,11 +86,7 @@ impl Plan {
             completeness,
             references,
             commit_attempts: raw.commit.attempts.max(1),
-            lineage_location: raw
-                .lineage
-                .location
-                .as_deref()
-                .map(|l| resolve_location(l, base)),
+            lineage,
             metrics_push,
             mask_sensitive: raw.quarantine.mask_sensitive,
             exceptions: ExceptionsSpec {
@@ -411,6 +409,9 @@ fn check_rule(
         filter: rule.filter.clone(),
         escalation,
         origin: draft.origin.clone(),
+        column: (scope != Some(Scope::Aggregate))
+            .then(|| reads.single_name())
+            .flatten(),
         prev_columns: reads.prev,
         references: reads.references,
     })
@@ -674,5 +675,9 @@ fn not_null_rule(contract: &Contract) -> Option<Rule> {
             required.join(", ")
         ),
         prev_columns: BTreeSet::new(),
+        column: match required.as_slice() {
+            [one] => Some(one.to_string()),
+            _ => None,
+        },
     })
 }

@@ -321,14 +321,14 @@ async fn send(target: &MetricsPush, url: Url, body: String) -> Result<(), String
     let client = reqwest::Client::builder()
         .timeout(target.timeout)
         .build()
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| crate::error::chain(&e))?;
     let response = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, prometheus_text::CONTENT_TYPE)
         .body(body)
         .send()
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| crate::error::chain(&e))?;
     let status = response.status();
     if status.is_success() {
         return Ok(());
@@ -338,17 +338,6 @@ async fn send(target: &MetricsPush, url: Url, body: String) -> Result<(), String
         "the Pushgateway answered {status}: {}",
         crate::error::printable(answer.trim())
     ))
-}
-
-/// `error` and every error behind it, joined by `: `.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut link = error.source();
-    while let Some(cause) = link {
-        text.push_str(&format!(": {cause}"));
-        link = cause.source();
-    }
-    text
 }
 
 /// Now, as Unix time in seconds.
