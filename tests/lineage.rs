@@ -434,6 +434,53 @@ fn events_are_posted_with_the_token_and_a_500_is_retried() {
     }
 }
 
+/// An endpoint that refuses every connection, or a token variable that is
+/// not set: a warning naming the problem, and the run commits as without
+/// lineage (exit 0).
+#[test]
+fn an_event_that_cannot_be_delivered_is_a_warning_and_the_run_stands() {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/api/v1/lineage", listener.local_addr().unwrap())
+    };
+    let (url, receiver) = receiver::start();
+    for (location, token_env, said) in [
+        (
+            closed.as_str(),
+            None,
+            "could not deliver the OpenLineage event",
+        ),
+        (
+            url.as_str(),
+            Some("SILVERLINE_TEST_UNSET_TOKEN"),
+            "SILVERLINE_TEST_UNSET_TOKEN, which is not set",
+        ),
+    ] {
+        let (tmp, config) = project(|t| t);
+        let token = token_env
+            .map(|v| format!("\napi_key_env = \"{v}\""))
+            .unwrap_or_default();
+        append(
+            &config,
+            &format!("[lineage]\nlocation = \"{location}\"{token}"),
+        );
+        let mut bank = Portfolio::new("BANK_C", 4, false, 3);
+        put_drop(
+            tmp.path(),
+            "BANK_C",
+            "2026-01",
+            &bank.statements(month(2026, 1), false),
+        );
+        let run = silverline(&run_args(config.to_str().unwrap(), "BANK_C", "2026-01")).success();
+        let text = output(&run);
+        assert!(text.contains(said), "{text}");
+    }
+    assert!(
+        receiver.received().is_empty(),
+        "nothing sent without its token"
+    );
+}
+
 /// check-config takes an `http(s)` endpoint, and refuses a location it
 /// cannot deliver to, naming the setting.
 #[test]

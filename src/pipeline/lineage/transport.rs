@@ -16,7 +16,7 @@ const HTTP_ATTEMPTS: u32 = 3;
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 
 /// How long one POST may take.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// An open lineage target.
 pub(super) enum Sink {
