@@ -99,9 +99,10 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 /// and run id): the run, then its metrics pushed (a dry run's excepted).
 async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
-    let lineage = match options.dry_run {
-        false => Lineage::start(plan, drop).await,
-        true => None,
+    let lineage = if options.dry_run {
+        None
+    } else {
+        Lineage::start(plan, drop).await
     };
     let (contributor_type, rules) = match rules_of(plan, drop, options) {
         Ok(found) => found,

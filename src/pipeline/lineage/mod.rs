@@ -14,7 +14,7 @@ mod transport;
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Days, Utc};
+use chrono::{DateTime, Days, NaiveDate, NaiveTime, SecondsFormat, Utc};
 
 use crate::config::Plan;
 use crate::config::rules::Rule;
@@ -92,7 +92,7 @@ impl Lineage {
             input: naming::drop_dataset(plan, drop),
             output: naming::table_dataset(plan),
         };
-        let start = lineage.event(EventType::Start, Utc::now(), None);
+        let start = lineage.event(EventType::Start, None);
         lineage.send(&start).await;
         Some(lineage)
     }
@@ -103,7 +103,7 @@ impl Lineage {
             Ending::Done(summary, rules) => (EventType::Complete, Some((summary, rules)), None),
             Ending::Failed(judged, error) => (EventType::Fail, judged, Some(error)),
         };
-        let mut event = self.event(event_type, Utc::now(), error);
+        let mut event = self.event(event_type, error);
         if let Some((summary, rules)) = judged {
             event.inputs[0].input_facets = input_facets(summary, rules);
             if event_type == EventType::Complete {
@@ -113,29 +113,18 @@ impl Lineage {
         self.send(&event).await;
     }
 
-    /// The attempt's event of `event_type` without dataset facets.
-    fn event(&self, event_type: EventType, at: DateTime<Utc>, error: Option<&Error>) -> RunEvent {
-        let day = self.started.date_naive();
-        let midnight = |date: chrono::NaiveDate| {
-            date.and_time(chrono::NaiveTime::MIN)
-                .and_utc()
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        };
+    /// The attempt's event of `event_type`, now, without dataset facets.
+    fn event(&self, event_type: EventType, error: Option<&Error>) -> RunEvent {
         RunEvent {
             event_type,
-            event_time: at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            event_time: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
             producer: event::PRODUCER,
             schema_url: event::EVENT_SCHEMA_URL,
             run: Run {
                 run_id: self.run_id.clone(),
                 facets: RunFacets {
                     parent: Facet::new(self.parent.clone()),
-                    nominal_time: Facet::new(NominalTime {
-                        nominal_start_time: midnight(day),
-                        nominal_end_time: midnight(
-                            day.checked_add_days(Days::new(1)).unwrap_or(day),
-                        ),
-                    }),
+                    nominal_time: Facet::new(nominal_day(self.started)),
                     error_message: error.map(|e| {
                         Facet::new(ErrorMessage {
                             message: e.to_string(),
@@ -166,6 +155,20 @@ impl Lineage {
         if let Err(problem) = sent {
             tracing::warn!(problem = %problem, event = event.event_type.as_str(), "could not deliver the OpenLineage event");
         }
+    }
+}
+
+/// The UTC day of `started`, midnight to midnight: the day the attempt ran for.
+fn nominal_day(started: DateTime<Utc>) -> NominalTime {
+    let day = started.date_naive();
+    let midnight = |date: NaiveDate| {
+        date.and_time(NaiveTime::MIN)
+            .and_utc()
+            .to_rfc3339_opts(SecondsFormat::Secs, true)
+    };
+    NominalTime {
+        nominal_start_time: midnight(day),
+        nominal_end_time: midnight(day.checked_add_days(Days::new(1)).unwrap_or(day)),
     }
 }
 
