@@ -330,6 +330,37 @@ fn assert_missing_drop(events: &[&Value]) {
     assert!(events[1]["inputs"][0].get("inputFacets").is_none());
 }
 
+/// A contributor the configuration gives no type: exit 2, and still a
+/// START and a FAIL saying why, valid, with no counts.
+#[test]
+fn a_run_refused_before_its_summary_still_ends_in_fail() {
+    let registry = registry();
+    let (_tmp, config) = project(|t| {
+        t.replace(
+            "default_type = \"bank\"\ntypes = [",
+            "types = [{ name = \"bank\", prefixes = [\"BANK\"] }, ",
+        )
+    });
+    append(&config, "[lineage]\nlocation = \"../lineage\"");
+    let refused =
+        output(&silverline(&run_args(config.to_str().unwrap(), "ZZZ_BANK", "2026-01")).code(2));
+    assert!(refused.contains("has no type"), "{refused}");
+    let events = events_in(&config.parent().unwrap().join("../lineage"));
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["eventType"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["START", "FAIL"]);
+    for event in &events {
+        assert_valid(&registry, event);
+    }
+    let message = events[1]["run"]["facets"]["errorMessage"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("has no type"), "{message}");
+    assert!(events[1]["inputs"][0].get("inputFacets").is_none());
+}
+
 /// The schemas are not a formality: a facet without `_producer`, an event
 /// without its job, a metrics facet without `columnMetrics` are refused.
 #[test]
