@@ -96,7 +96,9 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 }
 
 /// [`run`], inside the run's span (every log line carries contributor, drop
-/// and run id): the run, then its metrics pushed (a dry run's excepted).
+/// and run id): its OpenLineage START, the run, its COMPLETE or FAIL (a
+/// refusal before the run has a summary included), then its metrics pushed
+/// (a dry run does neither lineage nor metrics).
 async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
     let lineage = if options.dry_run {
