@@ -308,7 +308,9 @@ impl EngineFailure {
     }
 }
 
-/// `error` and every error behind it, joined by `: `.
+/// `error` and every error behind it, joined by `: ` (what a client
+/// library's top-level error leaves out: the refused connection, the
+/// timeout).
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut link = error.source();

@@ -327,34 +327,33 @@ async fn an_iceberg_table_can_be_the_reference() {
 }
 
 /// With `[lineage] location` set, a run leaves an OpenLineage START and a
-/// COMPLETE event naming the drop, the table and one assertion per rule; a
-/// failed run leaves FAIL.
+/// COMPLETE event (one run id) naming the drop, the table and one assertion
+/// per rule, under `<contributor>/<drop>/`; a failed run leaves FAIL.
 #[tokio::test]
 async fn runs_emit_openlineage_start_and_complete_or_fail_events() {
     let (tmp, ws) = workspace_with(DEFAULT_CONFIG, &[("lineage.location", "lineage")]).await;
     let lineage = tmp.path().join("ws/config/lineage/BANK_L");
     let mut bank = Portfolio::new("BANK_L", 40, false, 7);
-    let summary = history_then(&ws, &mut bank, "BANK_L", |rows| rows.truncate(5))
+    history_then(&ws, &mut bank, "BANK_L", |rows| rows.truncate(5))
         .await
         .unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(&lineage)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .collect();
-    names.sort();
-    let run_id = summary.run_id.clone().unwrap();
-    assert!(names.contains(&format!("{run_id}-start.json")), "{names:?}");
-    assert!(
-        names.contains(&format!("{run_id}-complete.json")),
-        "{names:?}"
-    );
-    let event: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(lineage.join(format!("{run_id}-complete.json"))).unwrap(),
-    )
-    .unwrap();
+    let events = |drop: &str, kind: &str| -> Vec<serde_json::Value> {
+        std::fs::read_dir(lineage.join(drop))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(&format!("-{kind}.json")))
+            .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+            .collect()
+    };
+    let (start, complete) = (events("2026-02", "start"), events("2026-02", "complete"));
+    assert_eq!((start.len(), complete.len()), (1, 1));
+    let event = &complete[0];
+    assert_eq!(event["run"]["runId"], start[0]["run"]["runId"]);
     assert_eq!(event["eventType"], "COMPLETE");
-    assert_eq!(event["inputs"][0]["name"], "BANK_L/2026-02");
-    assert_eq!(event["outputs"][0]["name"], "silver.credit_statements");
+    let input = event["inputs"][0]["name"].as_str().unwrap();
+    assert!(input.ends_with("/bronze/BANK_L/2026-02"), "{input}");
+    let output = event["outputs"][0]["name"].as_str().unwrap();
+    assert!(output.ends_with("/silver/credit_statements"), "{output}");
     let assertions = event["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
         .as_array()
         .unwrap();
@@ -376,17 +375,7 @@ async fn runs_emit_openlineage_start_and_complete_or_fail_events() {
             .await
             .is_err()
     );
-    let failed_events = std::fs::read_dir(&lineage)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with("-fail.json")
-        })
-        .count();
-    assert_eq!(failed_events, 1);
+    assert_eq!(events("2026-03", "fail").len(), 1);
 }
 
 /// The rule compiler (config parsing, SQL parsing, type checking, scope and

@@ -8,6 +8,7 @@ use std::path::Path;
 use crate::config::alerts::AlertSettings;
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::engine::{NOT_NULL_RULE, engine_rules, name_clash};
+use crate::config::lineage::LineageTarget;
 use crate::config::locations::{catalog_spec, resolve_location};
 use crate::config::metrics_push::MetricsPush;
 use crate::config::plan::{
@@ -35,6 +36,7 @@ impl Plan {
         let metrics_push = MetricsPush::check(&raw.metrics_push, &mut problems);
         let alerts =
             AlertSettings::check(&raw.alerts, raw.exceptions.stale_after_days, &mut problems);
+        let lineage = LineageTarget::check(&raw.lineage, base, &mut problems);
         let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
         let completeness = check_completeness(&raw, &contract, &mut problems);
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
@@ -87,11 +89,7 @@ impl Plan {
             completeness,
             references,
             commit_attempts: raw.commit.attempts.max(1),
-            lineage_location: raw
-                .lineage
-                .location
-                .as_deref()
-                .map(|l| resolve_location(l, base)),
+            lineage,
             metrics_push,
             mask_sensitive: raw.quarantine.mask_sensitive,
             exceptions: ExceptionsSpec {
@@ -415,6 +413,9 @@ fn check_rule(
         filter: rule.filter.clone(),
         escalation,
         origin: draft.origin.clone(),
+        column: (scope != Some(Scope::Aggregate))
+            .then(|| reads.single_name())
+            .flatten(),
         prev_columns: reads.prev,
         references: reads.references,
     })
@@ -690,5 +691,9 @@ fn not_null_rule(contract: &Contract) -> Option<Rule> {
             required.join(", ")
         ),
         prev_columns: BTreeSet::new(),
+        column: match required.as_slice() {
+            [one] => Some(one.to_string()),
+            _ => None,
+        },
     })
 }

@@ -116,6 +116,7 @@ pub fn engine_rules(
             origin,
             prev_columns: BTreeSet::new(),
             references: BTreeSet::new(),
+            column: None,
         }
     })
     .collect()

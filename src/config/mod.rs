@@ -10,6 +10,7 @@ pub mod alerts;
 pub mod checks;
 pub mod contract;
 pub mod engine;
+pub mod lineage;
 pub mod locations;
 pub mod metrics_push;
 pub mod plan;

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::config::contract::Contract;
+use crate::config::lineage::LineageTarget;
 use crate::config::metrics_push::MetricsPush;
 use crate::config::rules::{Completeness, Metric, Rule};
 
@@ -190,8 +191,8 @@ pub struct Plan {
     pub references: Vec<Reference>,
     /// How many times a conflicting commit is tried in all.
     pub commit_attempts: u32,
-    /// Folder URL of OpenLineage run events, if they are wanted.
-    pub lineage_location: Option<String>,
+    /// Where OpenLineage run events go, if they are wanted.
+    pub lineage: Option<LineageTarget>,
     /// The Pushgateway each run's metrics go to, if any.
     pub metrics_push: Option<MetricsPush>,
     /// Whether sensitive columns are masked in dq_error files.

@@ -166,9 +166,15 @@ pub struct QuarantineConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LineageConfig {
-    /// Folder (path or URL) where START / COMPLETE / FAIL events are written as JSON files. Default: none.
+    /// Where START / COMPLETE / FAIL events go: a folder (path, `file://`,
+    /// `s3://`), one JSON file per event, or an `http(s)://` endpoint each
+    /// event is POSTed to. Default: none.
     #[serde(default)]
     pub location: Option<String>,
+    /// The environment variable holding a bearer token for an `http(s)`
+    /// location. Default: none (no `Authorization` header).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
 }
 
 /// A Prometheus Pushgateway that receives each run's metrics.

@@ -163,6 +163,9 @@ pub struct Rule {
     pub prev_columns: BTreeSet<String>,
     /// Reference tables the rule reads (`_ref_<name>`).
     pub references: BTreeSet<String>,
+    /// The one contract column a row or reference rule reads (now or as
+    /// `prev_<column>`), when it reads exactly one: what the rule checks.
+    pub column: Option<String>,
 }
 
 impl Rule {
@@ -252,6 +255,19 @@ pub struct Reads {
     pub prev: BTreeSet<String>,
     /// References read through `_ref_<name>`.
     pub references: BTreeSet<String>,
+    /// Every other name read, `prev_<name>` read as `<name>`, less the
+    /// engine's own (`_`-prefixed) columns.
+    pub names: BTreeSet<String>,
+}
+
+impl Reads {
+    /// The one name read, if exactly one is.
+    pub fn single_name(&self) -> Option<String> {
+        match self.names.len() {
+            1 => self.names.first().cloned(),
+            _ => None,
+        }
+    }
 }
 
 /// Parses expressions against the schema they will meet when they run.
@@ -321,6 +337,12 @@ impl ExprChecker {
             references: names
                 .iter()
                 .filter_map(|n| n.strip_prefix(REF_PREFIX).map(str::to_string))
+                .collect(),
+            names: names
+                .iter()
+                .map(|n| n.strip_prefix(PREV_PREFIX).unwrap_or(n))
+                .filter(|n| !n.starts_with('_'))
+                .map(str::to_string)
                 .collect(),
         })
     }

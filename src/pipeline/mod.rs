@@ -50,6 +50,7 @@ pub use hooks::CrashPoint;
 #[cfg(feature = "test-hooks")]
 pub use hooks::TestHooks;
 use judge::References;
+use lineage::{Ending, Lineage};
 use summary::{RunStatus, Summary, lap, now, time};
 
 /// How to run.
@@ -96,18 +97,34 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 }
 
 /// [`run`], inside the run's span (every log line carries contributor, drop
-/// and run id): the run, then its metrics pushed (a dry run's excepted).
+/// and run id): its OpenLineage START, the run, its COMPLETE or FAIL (a
+/// refusal before the run has a summary included), then its metrics pushed
+/// (a dry run does neither lineage nor metrics).
 async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
-    let (contributor_type, mut rules) = plan.rules_for(&drop.contributor)?;
-    if options.replay {
-        rules.retain(|r| r.scope != Scope::Aggregate);
-    }
-    if options.accept.is_some() {
-        rules.retain(|r| is_engine_rule(&r.name));
-    }
+    let lineage = if options.dry_run {
+        None
+    } else {
+        Lineage::start(plan, drop).await
+    };
+    let (contributor_type, rules) = match rules_of(plan, drop, options) {
+        Ok(found) => found,
+        Err(error) => {
+            if let Some(lineage) = &lineage {
+                lineage.finish(Ending::Failed(None, &error)).await;
+            }
+            return Err(error);
+        }
+    };
     let mut summary = Summary::new(plan, drop, contributor_type, &rules);
     let result = open_and_run(plan, drop, options, &rules, (&mut summary, started)).await;
+    if let Some(lineage) = &lineage {
+        let ending = match &result {
+            Ok(_) => Ending::Done(&summary, &rules),
+            Err(error) => Ending::Failed(Some((&summary, &rules)), error),
+        };
+        lineage.finish(ending).await;
+    }
     if !options.dry_run {
         pushgateway::push(plan, &summary, result.as_ref().err()).await;
         exceptions::send_alerts(plan, &summary).await;
@@ -116,6 +133,22 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
         summary,
         summary_url,
     })
+}
+
+/// The contributor's type and the rules that judge this run of its drop.
+fn rules_of<'p>(
+    plan: &'p Plan,
+    drop: &DropRef,
+    options: &RunOptions,
+) -> Result<(&'p str, Vec<&'p Rule>)> {
+    let (contributor_type, mut rules) = plan.rules_for(&drop.contributor)?;
+    if options.replay {
+        rules.retain(|r| r.scope != Scope::Aggregate);
+    }
+    if options.accept.is_some() {
+        rules.retain(|r| is_engine_rule(&r.name));
+    }
+    Ok((contributor_type, rules))
 }
 
 /// Open, claim, process, then write the summary; returns where it was written.
@@ -153,9 +186,6 @@ async fn open_and_run(
     };
     time(summary, Stage::Claim, started);
     claim.record(summary);
-    if !options.dry_run {
-        lineage::emit(plan, &context.stores, summary).await;
-    }
     let summary_path = claim.summary_path();
     let result = process(&context, (claim, references), rules, options, summary).await;
     summary.finished_at = Some(now());
@@ -183,7 +213,6 @@ async fn finish(
         return Ok(None);
     }
     hooks::crash_if(options, CrashPoint::DuringSummary)?;
-    lineage::emit(context.plan, &context.stores, summary).await;
     let written = summary.write(&context.dq_error, path).await;
     result?;
     written.map(Some)

@@ -133,6 +133,21 @@ pub struct Summary {
     pub schema_evolution: Option<SchemaEvolution>,
     /// Why the run failed.
     pub error: Option<String>,
+    /// Null values per contract column of the rows read (`None` before the
+    /// read): the run's OpenLineage data-quality metrics; not written.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub column_nulls: Option<ColumnNulls>,
+}
+
+/// How many of the rows read hold no value, per contract column: counts
+/// only, never a value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnNulls {
+    /// Rows read (parsed).
+    pub rows: u64,
+    /// Nulls per column, by column name.
+    pub nulls: BTreeMap<String, u64>,
 }
 
 impl Summary {
@@ -166,6 +181,7 @@ impl Summary {
             schema_drift: Vec::new(),
             schema_evolution: None,
             error: None,
+            column_nulls: None,
         }
     }
 

@@ -21,7 +21,7 @@ use arrow::record_batch::RecordBatch;
 use crate::config::contract::{Contract, ExtraColumns, HeaderCase};
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
-use crate::pipeline::summary::{SchemaDrift, Summary};
+use crate::pipeline::summary::{ColumnNulls, SchemaDrift, Summary};
 use crate::stage::Stage;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
@@ -54,11 +54,30 @@ impl Batch {
             );
         }
         summary.schema_drift = self.drift.clone();
+        summary.column_nulls = Some(self.column_nulls());
         tracing::info!(
             received = self.received,
             parse_rejects = self.rejects.len(),
             "read"
         );
+    }
+}
+
+impl Batch {
+    /// Nulls per contract column (the engine's `_`-prefixed columns left out).
+    fn column_nulls(&self) -> ColumnNulls {
+        let schema = self.rows.schema();
+        let nulls = schema
+            .fields()
+            .iter()
+            .zip(self.rows.columns())
+            .filter(|(field, _)| !field.name().starts_with('_'))
+            .map(|(field, column)| (field.name().clone(), column.null_count() as u64))
+            .collect();
+        ColumnNulls {
+            rows: self.rows.num_rows() as u64,
+            nulls,
+        }
     }
 }
 
