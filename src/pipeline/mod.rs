@@ -20,6 +20,7 @@ pub mod hooks;
 mod judge;
 pub mod lineage;
 pub mod mask;
+mod options;
 pub mod pushgateway;
 pub mod read;
 mod recovery;
@@ -32,11 +33,9 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::config::Plan;
-use crate::config::engine::is_engine_rule;
-use crate::config::rules::{Rule, Scope};
+use crate::config::rules::Rule;
 use crate::core::drop::DropRef;
 use crate::error::Result;
-use crate::exceptions::close::{Acceptance, Closing};
 use crate::infra::append::JudgedOn;
 use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
@@ -51,37 +50,9 @@ pub use hooks::CrashPoint;
 pub use hooks::TestHooks;
 use judge::References;
 use lineage::{Ending, Lineage};
+use options::rules_of;
+pub use options::{RunOptions, RunOutcome};
 use summary::{RunStatus, Summary, lap, now, time};
-
-/// How to run.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    /// Do everything but the commit.
-    pub dry_run: bool,
-    /// Show a spinner naming the stage (the CLI sets it when stderr is a terminal).
-    pub progress: bool,
-    /// The drop replays exceptions: aggregate rules, which judge a whole
-    /// period, are not run on its few rows (they judged the period already).
-    pub replay: bool,
-    /// The drop commits rows a person accepted as judged (`silverline
-    /// accept`): only the engine's rules judge it again (a key already in
-    /// Silver or twice in the drop, a row of another contributor, a missing
-    /// required value is still set aside), its snapshot records the
-    /// acceptance and its exceptions close as accepted.
-    pub accept: Option<Acceptance>,
-    /// Faults a test injects (only with the `test-hooks` feature).
-    #[cfg(feature = "test-hooks")]
-    pub hooks: TestHooks,
-}
-
-/// What a finished run reports.
-#[derive(Debug, Clone)]
-pub struct RunOutcome {
-    /// The run summary.
-    pub summary: Summary,
-    /// Where the summary was written, if anywhere.
-    pub summary_url: Option<String>,
-}
 
 /// Runs one drop through every stage, then pushes its metrics when
 /// `[metrics_push]` names a Pushgateway and its alerts when `[alerts.webhook]`
@@ -133,22 +104,6 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
         summary,
         summary_url,
     })
-}
-
-/// The contributor's type and the rules that judge this run of its drop.
-fn rules_of<'p>(
-    plan: &'p Plan,
-    drop: &DropRef,
-    options: &RunOptions,
-) -> Result<(&'p str, Vec<&'p Rule>)> {
-    let (contributor_type, mut rules) = plan.rules_for(&drop.contributor)?;
-    if options.replay {
-        rules.retain(|r| r.scope != Scope::Aggregate);
-    }
-    if options.accept.is_some() {
-        rules.retain(|r| is_engine_rule(&r.name));
-    }
-    Ok((contributor_type, rules))
 }
 
 /// Open, claim, process, then write the summary; returns where it was written.
@@ -279,16 +234,6 @@ async fn stages(
         }
     }
     Ok(())
-}
-
-impl RunOptions {
-    /// How the exceptions the drop carries close when their rows reach Silver.
-    fn closing(&self) -> Closing {
-        match &self.accept {
-            Some(acceptance) => Closing::Accepted(acceptance.decision.clone()),
-            None => Closing::Resolved,
-        }
-    }
 }
 
 /// A committed run, as the exception stage needs it.
