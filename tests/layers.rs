@@ -222,3 +222,46 @@ fn the_checker_sees_what_it_must() {
     );
     assert!(layer_of("cli") > layer_of("pipeline::claim"));
 }
+
+/// The source layout in `docs/internals.md` names every module of `src/`:
+/// each top-level file or folder has its line (`src/<name>`), and that line
+/// names each module inside the folder (`name` or `name.rs`, `name/` for a
+/// folder; `mod.rs` is the folder itself).
+#[test]
+fn the_documented_source_layout_names_every_module() {
+    let doc = std::fs::read_to_string("docs/internals.md").unwrap();
+    let line_of = |name: &str| -> Option<&str> {
+        let prefix = format!("src/{name}");
+        doc.lines().find(|l| {
+            l.strip_prefix(&prefix)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('/'))
+        })
+    };
+    let mut unnamed = Vec::new();
+    for entry in std::fs::read_dir("src").unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let Some(line) = line_of(&name) else {
+            unnamed.push(format!("src/{name}"));
+            continue;
+        };
+        if !path.is_dir() {
+            continue;
+        }
+        for inner in std::fs::read_dir(&path).unwrap() {
+            let inner = inner.unwrap().path();
+            let module = inner.file_stem().unwrap().to_str().unwrap();
+            let named = line
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == module);
+            if module != "mod" && !named {
+                unnamed.push(format!("src/{name}/{module}"));
+            }
+        }
+    }
+    unnamed.sort();
+    assert!(
+        unnamed.is_empty(),
+        "docs/internals.md does not name: {unnamed:?}"
+    );
+}
