@@ -364,3 +364,36 @@ async fn stack_catalog_faults_are_retried_and_when_they_never_clear_exit_3() {
     assert_eq!(silver_count(&tw.ws).await, 5);
     assert_eq!(snapshot_count(&tw.ws).await, 1);
 }
+
+/// Alerts on S3 + REST, through the binary: four monthly drops whose
+/// `domain` failures rise (1, 2, 3, 4 of 100 rows) are three rises in a row,
+/// so `backlog --check` (run summaries read back from S3, the exception
+/// store through the REST catalog) names the creep and exits 6.
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_a_creeping_rule_alerts_and_backlog_check_exits_6() {
+    let tw = stack_workspace().await;
+    let config = tw.ws.dir.join("config/credit_statements.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[alerts.creep]\nrises_in_a_row = 3\n");
+    std::fs::write(&config, text).unwrap();
+    let mut bank = Portfolio::new("BANK_C", 100, false, 21);
+    for (m, failing) in [(1, 1), (2, 2), (3, 3), (4, 4)] {
+        let mut rows = bank.statements(month(2026, m), false);
+        for row in rows.iter_mut().take(failing) {
+            row.operation = "Z";
+        }
+        let drop_id = format!("2026-0{m}");
+        tw.ws.put_drop("BANK_C", &drop_id, &rows).await.unwrap();
+        let (code, text) = run_binary(&tw.ws, &[], "BANK_C", &drop_id);
+        assert_eq!(code, 0, "{text}");
+    }
+    let config = config.to_str().unwrap();
+    let output = common::stack_command(&tw.ws, &["backlog", "--check", "--config", config])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{text}");
+    assert!(text.contains("creep") && text.contains("domain"), "{text}");
+}

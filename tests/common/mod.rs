@@ -77,12 +77,30 @@ pub fn stack_run_command(
     contributor: &str,
     drop_id: &str,
 ) -> std::process::Command {
+    let config = ws.dir.join("config/credit_statements.toml");
+    let config = config.to_str().unwrap_or_default();
+    stack_command(
+        ws,
+        &[
+            "run",
+            "--config",
+            config,
+            "--contributor",
+            contributor,
+            "--drop",
+            drop_id,
+        ],
+    )
+}
+
+/// The binary with `args` (after `--log-format text`) and the environment
+/// that points the workspace's settings at the stack.
+pub fn stack_command(ws: &Workspace, args: &[&str]) -> std::process::Command {
     let plan = &ws.plan;
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_silverline"));
     command
-        .args(["--log-format", "text", "run", "--config"])
-        .arg(ws.dir.join("config/credit_statements.toml"))
-        .args(["--contributor", contributor, "--drop", drop_id])
+        .args(["--log-format", "text"])
+        .args(args)
         .env("SILVERLINE__STORAGE__BRONZE", &plan.storage.bronze)
         .env("SILVERLINE__STORAGE__DQ_ERROR", &plan.storage.dq_error)
         .env("SILVERLINE__TABLE__NAMESPACE", &plan.table.namespace)
