@@ -29,7 +29,7 @@ use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, RunAppend, append_for_run};
 use crate::infra::catalog::{
-    Columns, exceptions_ident, load_or_create_table, owned_table_properties,
+    Columns, exceptions_ident, load_if_exists, load_or_create_table, owned_table_properties,
 };
 use crate::infra::datafile::write_silver_files;
 use crate::infra::ledger::find_committed;
@@ -213,82 +213,52 @@ pub async fn read_events(table: &Table, contributor: Option<&str>) -> Result<Vec
     scan_events(table, filter).await
 }
 
-/// How many entities each period of `contributor` was recorded missing from
-/// (distinct `missing` exceptions per period, `[completeness]`), from the
-/// exception store when it exists; its periods are `YYYY-MM-01`.
-pub async fn missing_by_period(
-    catalog: &dyn Catalog,
-    store: &TableIdent,
-    contributor: &str,
-) -> Result<BTreeMap<String, u64>> {
-    let missing = Some(ExceptionStatus::Missing);
-    let mut ids: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for event in missing_entity_events(catalog, store, contributor, missing).await? {
-        let period = event
-            .record_key
-            .as_deref()
-            .and_then(|k| k.rsplit('|').next());
-        if let Some(period) = period {
-            ids.entry(period.to_string())
-                .or_default()
-                .insert(event.exception_id);
-        }
-    }
-    Ok(ids
-        .into_iter()
-        .map(|(p, ids)| (p, ids.len() as u64))
-        .collect())
+/// What the exception store recorded about a contributor's missing
+/// entities (`[completeness]`), by period (`YYYY-MM-01`).
+#[derive(Debug, Default)]
+pub struct MissingRecord {
+    /// How many entities each period was recorded missing from.
+    pub by_period: BTreeMap<String, u64>,
+    /// The entity keys (record keys without the period) still open per
+    /// period: not declared, ignored or resolved since.
+    pub still_open: BTreeMap<String, BTreeSet<String>>,
 }
 
-/// The entity keys (each a record key without its period) of `contributor`'s
-/// missing entities still open: not declared, ignored or resolved since.
-pub async fn still_missing_keys(
+/// Reads `contributor`'s missing-entity exceptions from the exception store
+/// `store`, when it exists (nothing is created).
+pub async fn read_missing_record(
     catalog: &dyn Catalog,
     store: &TableIdent,
     contributor: &str,
-) -> Result<BTreeSet<String>> {
-    let events = missing_entity_events(catalog, store, contributor, None).await?;
-    Ok(super::backlog::states(&events)
-        .iter()
-        .filter(|s| s.latest.status == ExceptionStatus::Missing)
-        .filter_map(|s| s.latest.record_key.as_deref()?.rsplit_once('|'))
-        .map(|(key, _period)| key.to_string())
-        .collect())
-}
-
-/// The events of `contributor`'s missing-entity exceptions (of one status,
-/// or all), from the exception store when it exists.
-async fn missing_entity_events(
-    catalog: &dyn Catalog,
-    store: &TableIdent,
-    contributor: &str,
-    status: Option<ExceptionStatus>,
-) -> Result<Vec<ExceptionEvent>> {
-    let target = store.to_string();
-    // A dry run on a fresh project has no namespace yet: no events either.
-    let namespace = catalog
-        .namespace_exists(store.namespace())
-        .await
-        .map_err(Error::catalog("load", &target))?;
-    let exists = namespace
-        && catalog
-            .table_exists(store)
-            .await
-            .map_err(Error::catalog("load", &target))?;
-    if !exists {
-        return Ok(Vec::new());
-    }
-    let table = catalog
-        .load_table(store)
-        .await
-        .map_err(Error::catalog("load", &target))?;
-    let mut filter = Reference::new("contributor")
+) -> Result<MissingRecord> {
+    let (_, table) = load_if_exists(catalog, store).await?;
+    let Some(table) = table else {
+        return Ok(MissingRecord::default());
+    };
+    let filter = Reference::new("contributor")
         .equal_to(Datum::string(contributor))
         .and(Reference::new("rule").equal_to(Datum::string(MISSING_ENTITIES_METRIC)));
-    if let Some(status) = status {
-        filter = filter.and(Reference::new("status").equal_to(Datum::string(status.as_str())));
+    let events = scan_events(&table, Some(filter)).await?;
+    let mut record = MissingRecord::default();
+    for state in super::backlog::states(&events) {
+        let Some((key, period)) = state
+            .latest
+            .record_key
+            .as_deref()
+            .and_then(|k| k.rsplit_once('|'))
+        else {
+            continue;
+        };
+        *record.by_period.entry(period.to_string()).or_default() += 1;
+        if state.latest.status == ExceptionStatus::Missing {
+            record
+                .still_open
+                .entry(period.to_string())
+                .or_default()
+                .insert(key.to_string());
+        }
     }
-    scan_events(&table, Some(filter)).await
+    Ok(record)
 }
 
 /// The events `filter` keeps (all without one), in no particular order.
@@ -362,10 +332,17 @@ fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
 }
 
 /// A column of a scanned batch, brought to `kind`.
+/// Column `name` of `batch` as `kind`; a column added since the table was
+/// created ([`ADDED_COLUMNS`]) that a table not yet evolved lacks reads as null.
 fn column_as(batch: &RecordBatch, name: &str, kind: &DataType) -> Result<ArrayRef> {
-    let column = batch
-        .column_by_name(name)
-        .ok_or_else(|| Error::Internal(format!("exceptions: column {name} is missing")))?;
+    let Some(column) = batch.column_by_name(name) else {
+        if ADDED_COLUMNS.contains(&name) {
+            return Ok(arrow::array::new_null_array(kind, batch.num_rows()));
+        }
+        return Err(Error::Internal(format!(
+            "exceptions: column {name} is missing"
+        )));
+    };
     cast(column, kind).map_err(Error::arrow(Stage::Exceptions))
 }
 

@@ -317,21 +317,8 @@ pub(crate) async fn load_silver_if_any(
     plan: &Plan,
 ) -> Result<Option<EvolvedTable>> {
     let ident = table_ident(&plan.table);
-    let target = ident.to_string();
-    let namespace_exists = catalog
-        .namespace_exists(ident.namespace())
-        .await
-        .map_err(Error::catalog("namespace-exists", &target))?;
-    if namespace_exists
-        && catalog
-            .table_exists(&ident)
-            .await
-            .map_err(Error::catalog("table-exists", &target))?
-    {
-        let table = catalog
-            .load_table(&ident)
-            .await
-            .map_err(Error::catalog("load-table", &target))?;
+    let (namespace_exists, table) = load_if_exists(catalog, &ident).await?;
+    if let Some(table) = table {
         return evolve::preview(plan, table).map(Some);
     }
     let location = if namespace_exists {
@@ -349,6 +336,32 @@ pub(crate) async fn load_silver_if_any(
         return Err(fork_refused(plan, &ident, &location, &found));
     }
     Ok(None)
+}
+
+/// Whether the namespace of `ident` exists, and the table when it does: a
+/// read that creates nothing (a dry run on a fresh project has neither).
+pub(crate) async fn load_if_exists(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+) -> Result<(bool, Option<Table>)> {
+    let target = ident.to_string();
+    let namespace_exists = catalog
+        .namespace_exists(ident.namespace())
+        .await
+        .map_err(Error::catalog("namespace-exists", &target))?;
+    let table_exists = namespace_exists
+        && catalog
+            .table_exists(ident)
+            .await
+            .map_err(Error::catalog("table-exists", &target))?;
+    if !table_exists {
+        return Ok((namespace_exists, None));
+    }
+    let table = catalog
+        .load_table(ident)
+        .await
+        .map_err(Error::catalog("load-table", &target))?;
+    Ok((true, Some(table)))
 }
 
 /// Loads the Silver table and checks that its schema is the contract.

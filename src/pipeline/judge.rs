@@ -2,7 +2,7 @@
 //! write and balance. A run judges again when its commit finds the
 //! contributor's rows committed meanwhile.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
@@ -22,7 +22,7 @@ use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
-use crate::exceptions::store::still_missing_keys;
+use crate::exceptions::store::read_missing_record;
 use crate::infra::catalog::exceptions_ident;
 use crate::infra::datafile;
 use crate::pipeline::hooks::{self, CrashPoint};
@@ -63,6 +63,9 @@ pub(super) struct Judgement {
     pub(super) declared: RecordBatch,
 }
 
+/// No missing entity recorded.
+static NO_RECORD: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
 pub(super) async fn judge_and_write(
     context: &Context<'_>,
@@ -76,6 +79,17 @@ pub(super) async fn judge_and_write(
     let contributor = &context.drop.contributor;
     let mut clock = Instant::now();
     progress.stage(Stage::Baseline);
+    let recorded = match &plan.completeness {
+        Some(_) => Some(
+            read_missing_record(
+                context.catalog.as_ref(),
+                &exceptions_ident(plan),
+                contributor,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let committed_periods = evaluate::committed::start_committed_periods(
         plan,
         rules,
@@ -85,29 +99,15 @@ pub(super) async fn judge_and_write(
             silver,
             dq_error: &context.dq_error,
             keep: !options.dry_run,
-            missing: plan
-                .completeness
-                .as_ref()
-                .map(|_| (context.catalog.clone(), exceptions_ident(plan))),
+            missing: recorded.as_ref().map(|r| r.by_period.clone()),
         },
     )?;
     // The record keys the drop declares, kept for the exception store once
     // the rows themselves are freed.
     let declared = declared_columns(&plan.contract, &batch.rows)?;
-    let still_missing = match completeness_of(plan, options) {
-        Some(_) => {
-            still_missing_keys(
-                context.catalog.as_ref(),
-                &exceptions_ident(plan),
-                contributor,
-            )
-            .await?
-        }
-        None => BTreeSet::new(),
-    };
     let expected = completeness_of(plan, options).map(|completeness| baseline::Expected {
         completeness,
-        still_missing: &still_missing,
+        still_missing: recorded.as_ref().map_or(&NO_RECORD, |r| &r.still_open),
     });
     let baselined = baseline::load_baseline(
         (&plan.contract, expected),

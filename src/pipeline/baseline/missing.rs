@@ -121,32 +121,39 @@ impl States {
     }
 }
 
-/// The states of the entities a drop leaves out, gathered while the history
-/// streams by.
-pub(super) struct Absent {
-    index: KeyIndex,
-    states: States,
-    /// Entities still recorded missing (open `missing` exceptions) whose
-    /// latest state is older than the month before the drop.
-    carried: Carried,
-}
-
 /// What finding missing entities needs from outside the history.
 pub struct Expected<'a> {
     /// What counts as closed.
     pub completeness: &'a Completeness,
-    /// The entity keys (parts joined by `|`) still recorded missing.
-    pub still_missing: &'a BTreeSet<String>,
+    /// The entity keys (parts joined by `|`) still recorded missing, by
+    /// period (`YYYY-MM-01`): those of the month before the drop are expected.
+    pub still_missing: &'a BTreeMap<String, BTreeSet<String>>,
 }
 
-/// Entities recorded missing and not declared since: still expected, from
-/// their latest committed state within the lookback, which may be older than
-/// the month before the drop (an account left out two months running).
+/// The states of the entities a drop leaves out, gathered while the history
+/// streams by, newest month first.
+pub(super) struct Absent {
+    index: KeyIndex,
+    states: States,
+    /// Entities still recorded missing from the month before the drop,
+    /// whose latest state may be older (an account left out two months running).
+    carried: Carried,
+    /// Whether the month streaming now keeps every row of an entity the drop
+    /// leaves out (the drop's periods and the month before), or only the
+    /// rows of carried entities not found in a newer month.
+    whole_month: bool,
+}
+
+/// Entities recorded missing from the month before the drop and not
+/// declared since: still expected, from their latest committed state within
+/// the lookback, which may be older than that month.
 pub(super) struct Carried {
     index: KeyIndex,
-    /// Per carried entity: its latest state has been found (or the drop
-    /// declares it), so older months need not be searched for it.
+    /// Per carried entity: its latest state has been found in a newer month
+    /// (or the drop declares it), so older months need not be searched for it.
     found: Vec<bool>,
+    /// Found in the month streaming now (all its rows of that month are kept).
+    found_now: Vec<u32>,
     left: usize,
 }
 
@@ -162,16 +169,31 @@ impl Carried {
         index.insert(&key_parts(contract, keys))?;
         let mut carried = Carried {
             found: vec![false; index.len()],
+            found_now: Vec::new(),
             left: index.len(),
             index,
         };
-        let declared = carried.index.find(drop_keys)?;
-        carried.mark(declared.into_iter().flatten());
+        carried.found_now = carried
+            .index
+            .find(drop_keys)?
+            .into_iter()
+            .flatten()
+            .collect();
+        carried.end_month();
         Ok(carried)
     }
 
-    fn mark(&mut self, entities: impl IntoIterator<Item = u32>) {
-        for entity in entities {
+    /// The carried entity of each row of `batch`, if any.
+    fn of_rows(&self, contract: &Contract, batch: &RecordBatch) -> Result<Vec<Option<u32>>> {
+        if self.left == 0 {
+            return Ok(vec![None; batch.num_rows()]);
+        }
+        self.index.find(&key_columns(contract, batch)?)
+    }
+
+    /// Records the entities found in the month that streamed.
+    fn end_month(&mut self) {
+        for entity in std::mem::take(&mut self.found_now) {
             if !std::mem::replace(&mut self.found[entity as usize], true) {
                 self.left -= 1;
             }
@@ -205,6 +227,7 @@ impl Absent {
             index: KeyIndex::new(Stage::Baseline),
             states: States::new(schema),
             carried,
+            whole_month: true,
         }
     }
 
@@ -213,45 +236,37 @@ impl Absent {
         self.carried.left > 0
     }
 
-    /// Keeps the rows of `batch` (from a month older than the month before
-    /// the drop, newest month first) of carried entities not found yet.
-    pub(super) fn keep_carried(&mut self, contract: &Contract, batch: &RecordBatch) -> Result<()> {
-        let keys = key_columns(contract, batch)?;
-        let carried = self.carried.index.find(&keys)?;
-        let rows: Vec<u32> = (0..carried.len() as u32)
-            .filter(|row| carried[*row as usize].is_some_and(|e| !self.carried.found[e as usize]))
-            .collect();
-        self.carried
-            .mark(rows.iter().filter_map(|r| carried[*r as usize]));
-        self.keep_rows(contract, batch, rows)
+    /// A month starts streaming: `whole` when every row of an entity the
+    /// drop leaves out is kept (else only carried entities' rows).
+    pub(super) fn begin_month(&mut self, whole: bool) {
+        self.whole_month = whole;
     }
 
-    /// Keeps the rows of `batch` whose entity is not in the drop (`found` is `None`).
+    /// The month has streamed: the carried entities it held are found.
+    pub(super) fn end_month(&mut self) {
+        self.carried.end_month();
+    }
+
+    /// Keeps the rows of `batch` whose entity is not in the drop (`found` is
+    /// `None`): all of them in a whole month, else those of carried entities
+    /// not found in a newer month.
     pub(super) fn keep(
         &mut self,
         contract: &Contract,
         batch: &RecordBatch,
         found: &[Option<u32>],
     ) -> Result<()> {
+        let carried = self.carried.of_rows(contract, batch)?;
         let rows: Vec<u32> = (0..found.len() as u32)
             .filter(|row| found[*row as usize].is_none())
+            .filter(|row| {
+                self.whole_month
+                    || carried[*row as usize].is_some_and(|e| !self.carried.found[e as usize])
+            })
             .collect();
-        if self.searching() && !rows.is_empty() {
-            let taken = take_record_batch(batch, &UInt32Array::from(rows.clone()))
-                .map_err(Error::arrow(Stage::Baseline))?;
-            let carried = self.carried.index.find(&key_columns(contract, &taken)?)?;
-            self.carried.mark(carried.into_iter().flatten());
-        }
-        self.keep_rows(contract, batch, rows)
-    }
-
-    /// Adds `rows` of `batch` as states of entities the drop leaves out.
-    fn keep_rows(
-        &mut self,
-        contract: &Contract,
-        batch: &RecordBatch,
-        rows: Vec<u32>,
-    ) -> Result<()> {
+        self.carried
+            .found_now
+            .extend(rows.iter().filter_map(|r| carried[*r as usize]));
         if rows.is_empty() {
             return Ok(());
         }

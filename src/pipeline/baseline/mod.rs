@@ -90,7 +90,16 @@ pub async fn load_baseline(
     let mut absent = match &expected {
         Some(expected) => {
             let drop_keys = key_columns(contract, &rows)?;
-            let carried = missing::Carried::new(contract, expected.still_missing, &drop_keys)?;
+            // Entities recorded missing from the month before the drop.
+            let month_before = window
+                .map(|(from, _)| first_period(from, lookback_months))
+                .and_then(|first| first.checked_sub_months(Months::new(1)))
+                .map(|month| month.to_string());
+            let none = BTreeSet::new();
+            let keys = month_before
+                .and_then(|month| expected.still_missing.get(&month))
+                .unwrap_or(&none);
+            let carried = missing::Carried::new(contract, keys, &drop_keys)?;
             Some(missing::Absent::new(read.state_schema(), carried))
         }
         None => None,
@@ -338,16 +347,22 @@ impl HistoryRead<'_> {
         let mut still_wanted = wanted.len();
         let end = to.succ_opt().unwrap_or(to);
         let range = (first_period, end);
-        self.scan(ctx, range, (&mut history, absent.as_mut()), |_| true)
+        self.scan_month(ctx, range, (&mut history, absent), |_| true)
             .await?;
         let mut month_end = first_period;
-        while month_end > from && still_wanted > 0 {
+        let searching = |absent: &Option<missing::Absent>| {
+            absent.as_ref().is_some_and(missing::Absent::searching)
+        };
+        while month_end > from && (still_wanted > 0 || searching(absent)) {
             let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
             let before = history.rows();
             // Entities the drop leaves out are expected from the month
-            // before the drop's first period.
-            let absent = absent.as_mut().filter(|_| month_end == first_period);
-            self.scan(ctx, (month_start, month_end), (&mut history, absent), |e| {
+            // before the drop's first period (all its rows are kept); older
+            // months keep the rows of entities still recorded missing.
+            if let Some(absent) = absent.as_mut() {
+                absent.begin_month(month_end == first_period);
+            }
+            self.scan_month(ctx, (month_start, month_end), (&mut history, absent), |e| {
                 wanted[e as usize]
             })
             .await?;
@@ -359,34 +374,22 @@ impl HistoryRead<'_> {
             tracing::debug!(month = %month_start, still_wanted, "history read");
             month_end = month_start;
         }
-        if let Some(absent) = absent.as_mut() {
-            self.read_carried(ctx, (from, first_period), absent).await?;
-        }
         Ok(history)
     }
 
-    /// Searches the months before the month before the drop, newest first,
-    /// for the latest states of entities still recorded missing.
-    async fn read_carried(
+    /// [`Self::scan`] of one month (or the drop's periods), then the month's
+    /// findings of carried entities recorded.
+    async fn scan_month(
         &self,
         ctx: &SessionContext,
-        (from, first_period): (NaiveDate, NaiveDate),
-        absent: &mut missing::Absent,
+        range: (NaiveDate, NaiveDate),
+        (history, absent): (&mut History, &mut Option<missing::Absent>),
+        wanted: impl Fn(u32) -> bool,
     ) -> Result<()> {
-        let mut month_end = first_period
-            .checked_sub_months(Months::new(1))
-            .unwrap_or(from);
-        while month_end > from && absent.searching() {
-            let month_start = month_end.checked_sub_months(Months::new(1)).unwrap_or(from);
-            let mut stream = self.stream(ctx, (month_start, month_end)).await?;
-            while let Some(batch) = stream
-                .try_next()
-                .await
-                .map_err(Error::query(Stage::Baseline))?
-            {
-                absent.keep_carried(self.contract, &batch)?;
-            }
-            month_end = month_start;
+        self.scan(ctx, range, (history, absent.as_mut()), wanted)
+            .await?;
+        if let Some(absent) = absent.as_mut() {
+            absent.end_month();
         }
         Ok(())
     }

@@ -24,7 +24,6 @@ use futures::TryStreamExt;
 use iceberg::expr::Reference;
 use iceberg::spec::Datum;
 use iceberg::table::Table;
-use iceberg::{Catalog, TableIdent};
 
 use super::metrics::{committed_metric_columns, committed_metrics, metrics_by_period_sql};
 use crate::config::Plan;
@@ -35,7 +34,6 @@ use crate::core::digest::nul_terminated_hex;
 use crate::core::sql::new_session;
 use crate::core::sql::{quote, register_frame, sql_string};
 use crate::error::{Error, Result};
-use crate::exceptions::store::missing_by_period;
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
 use crate::pipeline::baseline::{comparison_window, register_history_source};
@@ -59,9 +57,9 @@ pub struct CommittedSources<'a> {
     /// Whether months measured now are kept there (a dry run reads kept
     /// months but writes none).
     pub keep: bool,
-    /// With `[completeness]`: the catalog and the exception store whose
-    /// `missing` exceptions give each committed period its `missing_entities`.
-    pub missing: Option<(Arc<dyn Catalog>, TableIdent)>,
+    /// With `[completeness]`: how many entities the exception store recorded
+    /// missing from each period, each committed period's `missing_entities`.
+    pub missing: Option<BTreeMap<String, u64>>,
 }
 
 /// Starts computing, in the background, the committed periods the drop's
@@ -91,9 +89,7 @@ pub fn start_committed_periods(
             let mut periods = months
                 .compute(&contract, &silver, (&dq_error, keep))
                 .await?;
-            if let Some((catalog, store)) = missing {
-                let counts =
-                    missing_by_period(catalog.as_ref(), &store, &months.contributor).await?;
+            if let Some(counts) = missing {
                 periods.batches = periods
                     .batches
                     .iter()
