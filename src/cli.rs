@@ -471,9 +471,13 @@ async fn backlog(config: &Path, contributor: Option<String>, print: BacklogPrint
     } else {
         print!("{}", backlog_text(&data));
     }
-    if let (true, Some(webhook)) = (print.notify, &plan.alerts.webhook) {
-        let payload = Payload::new(&plan.contract.name, Origin::Check, &data.alerts);
-        notify(webhook, &payload).await;
+    match (print.notify, &plan.alerts.webhook) {
+        (true, Some(webhook)) => {
+            let payload = Payload::new(&plan.contract.name, Origin::Check, &data.alerts);
+            notify(webhook, &payload).await;
+        }
+        (true, None) => tracing::warn!("--notify: no [alerts.webhook] is configured, nothing sent"),
+        (false, _) => {}
     }
     Ok(match print.check && !data.alerts.is_empty() {
         true => EXIT_ALERTS_OPEN,

@@ -108,8 +108,14 @@ async fn post(client: &reqwest::Client, webhook: &Webhook, body: Vec<u8>) -> Res
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body);
     if let Some(token) = &webhook.token {
-        // Checked to be set when the configuration loaded; read only now.
+        // Read only now: a command that sends nothing does not need it.
         let value = std::env::var(&token.env).unwrap_or_default();
+        if value.trim().is_empty() {
+            return Err(Retry::Never(format!(
+                "environment variable {} (alerts.webhook.token_env) is not set",
+                token.env
+            )));
+        }
         let value = if token.header.eq_ignore_ascii_case(AUTHORIZATION) {
             format!("Bearer {}", value.trim())
         } else {
@@ -117,11 +123,16 @@ async fn post(client: &reqwest::Client, webhook: &Webhook, body: Vec<u8>) -> Res
         };
         request = request.header(token.header.as_str(), value);
     }
-    // Without its URL: a chat's webhook URL is a secret.
-    let response = request
-        .send()
-        .await
-        .map_err(|e| Retry::Later(error_chain(&e.without_url())))?;
+    // Without its URL: a chat's webhook URL is a secret. A request that
+    // cannot be built (a token no header may carry) is never retried.
+    let response = request.send().await.map_err(|e| {
+        let builder = e.is_builder();
+        let reason = error_chain(&e.without_url());
+        match builder {
+            true => Retry::Never(reason),
+            false => Retry::Later(reason),
+        }
+    })?;
     let status = response.status();
     match status.as_u16() {
         200..=299 => Ok(()),
