@@ -213,13 +213,7 @@ fn run_binary(
 ) -> (i32, String) {
     let mut command = common::stack_run_command(ws, contributor, drop_id);
     command.envs(env.iter().copied());
-    let output = command.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
+    common::finish(command)
 }
 
 async fn stack_with_a_drop() -> common::TestWorkspace {
@@ -363,4 +357,20 @@ async fn stack_catalog_faults_are_retried_and_when_they_never_clear_exit_3() {
     assert_eq!(proxy.injected() - before, 2, "every planned fault was met");
     assert_eq!(silver_count(&tw.ws).await, 5);
     assert_eq!(snapshot_count(&tw.ws).await, 1);
+}
+
+/// `silverline doctor` on S3 + REST: every check passes (bucket settings
+/// that SeaweedFS does not report are warnings), then a dq_error bucket that
+/// does not exist and a wrong secret each fail their lines.
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_doctor_passes_then_names_a_missing_bucket_and_wrong_credentials() {
+    let tw = stack_with_a_drop().await;
+    let text = common::doctor::passes(&tw.ws);
+    assert!(
+        common::doctor::line(&text, "catalog").contains("REST catalog"),
+        "{text}"
+    );
+    common::doctor::fails_a_missing_bucket(&tw.ws);
+    common::doctor::fails_wrong_credentials(&tw.ws);
 }

@@ -6,16 +6,20 @@
 //! dq_error paths instead of beside them. A run key already committed to
 //! Silver means there is nothing to do (DESIGN.md invariant 5).
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tokio::time::Instant;
 
 use super::context::Context;
 use super::summary::Summary;
+use crate::config::Plan;
 use crate::core::drop::{DropFile, DropRef};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::ledger::find_committed;
-use crate::infra::storage::Location;
+use crate::infra::storage::{Location, Stores};
 
 /// What the claim found.
 #[derive(Debug)]
@@ -117,6 +121,7 @@ pub(super) async fn claim_run(context: &Context<'_>, dry_run: bool) -> Result<Cl
 async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> {
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;
+    let listed_any = !listed.is_empty();
     let mut files = Vec::new();
     for object in listed {
         let name = object
@@ -135,12 +140,56 @@ async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> 
         });
     }
     if files.is_empty() {
-        return Err(Error::BadDrop {
-            location: bronze.url_of(&prefix),
-            reason: "the drop is missing or holds no data file".to_string(),
-        });
+        return Err(no_data_file(bronze, &prefix, listed_any));
     }
     Ok(files)
+}
+
+/// Why a drop with no data file cannot run: not arrived when nothing is
+/// there (no object; on local files, no folder either), else a bad drop.
+fn no_data_file(bronze: &Location, prefix: &str, listed_any: bool) -> Error {
+    let folder = bronze.local_folder_exists(prefix);
+    let reason = match (listed_any, folder) {
+        (true, _) => "the drop holds no data file, only marker files (names starting with _ or .)",
+        (false, Some(true)) => "the drop's folder is empty",
+        (false, _) => {
+            return Error::DropNotArrived {
+                location: bronze.url_of(prefix),
+                setting: bronze.setting().to_string(),
+            };
+        }
+    };
+    Error::BadDrop {
+        location: bronze.url_of(prefix),
+        reason: reason.to_string(),
+    }
+}
+
+/// Waits up to `wait` for `drop` to arrive in bronze (an object under its
+/// folder: an empty local folder is not waited for), looking every
+/// [`poll_interval`]; returns whether it did. Reads nothing but listings.
+pub async fn wait_for_drop(plan: &Plan, drop: &DropRef, wait: Duration) -> Result<bool> {
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
+    let deadline = Instant::now() + wait;
+    let interval = poll_interval(wait);
+    loop {
+        if bronze.first_under(&drop.prefix()).await?.is_some() {
+            return Ok(true);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            tracing::warn!(path = %bronze.url_of(&drop.prefix()), waited_s = wait.as_secs(), "the drop has not arrived");
+            return Ok(false);
+        }
+        tracing::info!(path = %bronze.url_of(&drop.prefix()), left_s = left.as_secs(), "waiting for the drop to arrive");
+        tokio::time::sleep(interval.min(left)).await;
+    }
+}
+
+/// How often [`wait_for_drop`] looks: a twentieth of the wait, from 1 to 30 seconds.
+fn poll_interval(wait: Duration) -> Duration {
+    (wait / 20).clamp(Duration::from_secs(1), Duration::from_secs(30))
 }
 
 /// Files such as `_SUCCESS` or `.keep` mark a drop, they carry no records.
