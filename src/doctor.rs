@@ -75,18 +75,6 @@ impl Check {
     }
 }
 
-impl fmt::Display for Check {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = self.verdict.to_string();
-        write!(
-            f,
-            "{verdict:<5} {:<28} {}",
-            printable(&self.name),
-            printable(&self.detail)
-        )
-    }
-}
-
 /// Every check of one preflight, in the order they ran.
 #[derive(Debug, Clone)]
 pub struct Diagnosis {
@@ -112,8 +100,15 @@ impl Diagnosis {
 
 impl fmt::Display for Diagnosis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let width = self.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for check in &self.checks {
-            writeln!(f, "{check}")?;
+            let verdict = check.verdict.to_string();
+            writeln!(
+                f,
+                "{verdict:<5} {:<width$} {}",
+                printable(&check.name),
+                printable(&check.detail)
+            )?;
         }
         write!(
             f,
@@ -432,7 +427,7 @@ mod tests {
             "storage.dq_error",
             BucketSetting::NotReported,
         )
-        .to_string();
+        .detail;
         assert!(line.contains("not reported by the server"), "{line}");
     }
 

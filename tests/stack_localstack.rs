@@ -28,5 +28,18 @@ async fn localstack_doctor_passes_then_names_a_missing_bucket() {
         common::doctor::line(&text, "catalog").contains("sql catalog"),
         "{text}"
     );
-    common::doctor::fails_a_missing_bucket(&tw.ws);
+    let (text, bucket) =
+        common::doctor::fails_a_missing_bucket(&tw.ws, "SILVERLINE__STORAGE__DQ_ERROR", "dq_error");
+    let versioning = text
+        .lines()
+        .find(|l| l.contains(&format!("versioning s3://{bucket}")))
+        .unwrap_or_else(|| panic!("no versioning line for {bucket}: {text}"));
+    assert!(
+        versioning.starts_with("FAIL") && versioning.contains("does not exist"),
+        "{text}"
+    );
+    assert!(
+        common::doctor::line(&text, "bronze").starts_with("ok"),
+        "{text}"
+    );
 }

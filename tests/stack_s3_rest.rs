@@ -360,8 +360,9 @@ async fn stack_catalog_faults_are_retried_and_when_they_never_clear_exit_3() {
 }
 
 /// `silverline doctor` on S3 + REST: every check passes (bucket settings
-/// that SeaweedFS does not report are warnings), then a dq_error bucket that
-/// does not exist and a wrong secret each fail their lines.
+/// off are warnings), then a bronze bucket that does not exist and a wrong
+/// secret each fail their lines. (SeaweedFS creates a bucket on a first
+/// write, so a missing dq_error bucket is the LocalStack lane's.)
 #[tokio::test]
 #[ignore = "needs the local stack: bash localstack/test.sh"]
 async fn stack_doctor_passes_then_names_a_missing_bucket_and_wrong_credentials() {
@@ -371,6 +372,24 @@ async fn stack_doctor_passes_then_names_a_missing_bucket_and_wrong_credentials()
         common::doctor::line(&text, "catalog").contains("REST catalog"),
         "{text}"
     );
-    common::doctor::fails_a_missing_bucket(&tw.ws);
+    common::doctor::fails_a_missing_bucket(&tw.ws, "SILVERLINE__STORAGE__BRONZE", "bronze");
     common::doctor::fails_wrong_credentials(&tw.ws);
+}
+
+/// On S3 a drop with no object under its folder has not arrived: exit 5,
+/// naming where it is expected.
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_a_drop_not_arrived_exits_5_naming_where_it_is_expected() {
+    let tw = stack_with_a_drop().await;
+    let (code, text) = run_binary(&tw.ws, &[], "BANK_E", "2030-01");
+    assert_eq!(code, 5, "{text}");
+    let expected = format!(
+        "{}/BANK_E/2030-01 (storage.bronze)",
+        tw.ws.plan.storage.bronze
+    );
+    assert!(
+        text.contains("drop not arrived yet") && text.contains(&expected),
+        "{text}"
+    );
 }

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
 use crate::config::plan::S3Settings;
@@ -44,13 +45,21 @@ pub(crate) struct BucketSettings {
 impl BucketSettings {
     /// A client with the chain's identity and region and the storage's endpoint and addressing.
     pub(crate) fn new(aws: &AwsChain, s3: &S3Settings) -> BucketSettings {
+        Self::with_identity(aws.provider(), &aws.region, s3)
+    }
+
+    fn with_identity(
+        credentials: SharedCredentialsProvider,
+        region: &str,
+        s3: &S3Settings,
+    ) -> BucketSettings {
         let timeouts = aws_sdk_s3::config::timeout::TimeoutConfig::builder()
             .operation_timeout(CALL_TIMEOUT)
             .build();
         let mut config = aws_sdk_s3::Config::builder()
             .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-            .region(aws_sdk_s3::config::Region::new(aws.region.clone()))
-            .credentials_provider(aws.provider())
+            .region(aws_sdk_s3::config::Region::new(region.to_string()))
+            .credentials_provider(credentials)
             .force_path_style(s3.path_style)
             .timeout_config(timeouts);
         if let Some(endpoint) = &s3.endpoint {
@@ -157,6 +166,80 @@ pub(crate) fn bucket_of(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    /// A loopback server answering every request with `status` and an S3
+    /// error document of `code`; its URL.
+    fn answering(status: &'static str, code: &'static str) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>m</Message></Error>"
+                );
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        url
+    }
+
+    fn reader(endpoint: String) -> BucketSettings {
+        let credentials = aws_credential_types::Credentials::new("k", "s", None, None, "test");
+        let s3 = S3Settings {
+            endpoint: Some(endpoint),
+            region: None,
+            path_style: true,
+        };
+        BucketSettings::with_identity(
+            SharedCredentialsProvider::new(credentials),
+            "us-east-1",
+            &s3,
+        )
+    }
+
+    #[tokio::test]
+    async fn what_a_server_answers_is_read_as_a_setting() {
+        let cases = [
+            (
+                "501 Not Implemented",
+                "NotImplemented",
+                BucketSetting::NotReported,
+            ),
+            ("404 Not Found", "NoSuchBucket", BucketSetting::NoSuchBucket),
+            (
+                "404 Not Found",
+                NO_ENCRYPTION,
+                BucketSetting::Off("no default encryption".to_string()),
+            ),
+            (
+                "403 Forbidden",
+                "AccessDenied",
+                BucketSetting::Unreadable("AccessDenied: m".to_string()),
+            ),
+        ];
+        for (status, code, expected) in cases {
+            let settings = reader(answering(status, code));
+            assert_eq!(settings.encryption("lake").await, expected, "{code}");
+        }
+        let settings = reader(answering("501 Not Implemented", "NotImplemented"));
+        assert_eq!(
+            settings.versioning("lake").await,
+            BucketSetting::NotReported
+        );
+    }
 
     #[test]
     fn only_s3_urls_name_a_bucket() {

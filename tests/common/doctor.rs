@@ -52,30 +52,22 @@ pub fn passes(ws: &Workspace) -> String {
     text
 }
 
-/// A dq_error bucket that does not exist fails the write probe and its
-/// bucket settings, naming the bucket; the rest still passes.
-pub fn fails_a_missing_bucket(ws: &Workspace) {
-    let (code, text) = doctor(
-        ws,
-        &[(
-            "SILVERLINE__STORAGE__DQ_ERROR",
-            "s3://no-such-bucket-doctor/dq",
-        )],
+/// A bucket that does not exist (a fresh name) as the root `variable` sets
+/// (`SILVERLINE__STORAGE__BRONZE`, `..._DQ_ERROR`) fails the `check` of that
+/// root, naming the bucket, and the exit code. Returns the output and the bucket.
+pub fn fails_a_missing_bucket(ws: &Workspace, variable: &str, check: &str) -> (String, String) {
+    let bucket = format!(
+        "missing-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
     );
+    let (code, text) = doctor(ws, &[(variable, &format!("s3://{bucket}/root"))]);
     assert_eq!(code, 1, "{text}");
-    let dq_error = line(&text, "dq_error");
+    let failed = line(&text, check);
     assert!(
-        dq_error.starts_with("FAIL") && dq_error.contains("no-such-bucket-doctor"),
+        failed.starts_with("FAIL") && failed.contains(&bucket),
         "{text}"
     );
-    let versioning = line(&text, "versioning");
-    assert!(
-        versioning.contains("s3://no-such-bucket-doctor")
-            && versioning.starts_with("FAIL")
-            && versioning.contains("does not exist"),
-        "{text}"
-    );
-    assert!(line(&text, "bronze").starts_with("ok"), "{text}");
+    (text, bucket)
 }
 
 /// A wrong secret fails bronze and dq_error, and is never printed.
