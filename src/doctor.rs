@@ -168,9 +168,9 @@ async fn check_bronze(stores: &Stores, plan: &Plan) -> Check {
             format!("{root} (storage.bronze) is not a folder: create it or fix the setting"),
         );
     }
-    match bronze.first_under("").await {
-        Ok(Some(_)) => Check::new(name, Verdict::Ok, format!("{root} is listable")),
-        Ok(None) => Check::new(
+    match bronze.any_under("").await {
+        Ok(true) => Check::new(name, Verdict::Ok, format!("{root} is listable")),
+        Ok(false) => Check::new(
             name,
             Verdict::Ok,
             format!("{root} is listable (no drop in it yet)"),

@@ -275,15 +275,15 @@ impl Location {
         Ok(objects)
     }
 
-    /// The first object found under `prefix` (relative to this root), if
-    /// any: one listing request, whatever the prefix holds.
-    pub(crate) async fn first_under(&self, prefix: &str) -> Result<Option<String>> {
+    /// Whether any object lies under `prefix` (relative to this root): one
+    /// listing request, whatever the prefix holds.
+    pub(crate) async fn any_under(&self, prefix: &str) -> Result<bool> {
         let mut listing = self.store.list(Some(&self.path(prefix)));
         let first = listing
             .try_next()
             .await
             .map_err(Error::storage("list", self.describe(prefix)))?;
-        Ok(first.map(|meta| meta.location.to_string()))
+        Ok(first.is_some())
     }
 
     /// Whether `relative` is a folder on the local filesystem: `None` where

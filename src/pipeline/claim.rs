@@ -4,7 +4,9 @@
 //! (contributor + drop + content fingerprint) and a stable run id and run date
 //! kept in a claim marker, so that a rerun after a crash writes to the same
 //! dq_error paths instead of beside them. A run key already committed to
-//! Silver means there is nothing to do (DESIGN.md invariant 5).
+//! Silver means there is nothing to do (DESIGN.md invariant 5). A drop with
+//! nothing under its folder has not arrived yet ([`Error::DropNotArrived`],
+//! exit 5); one whose folder holds no data file is a bad drop (exit 1).
 
 use std::time::Duration;
 
@@ -174,7 +176,7 @@ pub async fn wait_for_drop(plan: &Plan, drop: &DropRef, wait: Duration) -> Resul
     let deadline = Instant::now() + wait;
     let interval = poll_interval(wait);
     loop {
-        if bronze.first_under(&drop.prefix()).await?.is_some() {
+        if bronze.any_under(&drop.prefix()).await? {
             return Ok(true);
         }
         let left = deadline.saturating_duration_since(Instant::now());
