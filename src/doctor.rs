@@ -1,9 +1,10 @@
 //! `silverline doctor`: the preflight a platform engineer runs before the
-//! first schedule. Every check runs, whatever the others found, and says one
-//! line: credentials resolved (their source, never the secret), bronze
-//! listable, dq_error writable (a probe object put and deleted), the catalog
-//! answering, Silver's schema against the contract, and the versioning and
-//! default encryption of the dq_error and warehouse buckets.
+//! first schedule. A check runs whatever the others found (only the table
+//! waits for a catalog that answered) and says one line: credentials
+//! resolved (their source, never the secret), bronze listable, dq_error
+//! writable (a probe object put and deleted), the catalog answering,
+//! Silver's schema against the contract, and the versioning and default
+//! encryption of the dq_error and warehouse buckets.
 //!
 //! In: a validated plan. Out: a [`Diagnosis`], one [`Check`] per line; it
 //! writes nothing but the probe object, which it deletes, and creates no
@@ -126,6 +127,7 @@ pub async fn diagnose(plan: &Plan) -> Diagnosis {
     let mut checks = Vec::new();
     let stores = match Stores::new(&plan.storage, plan.catalog.warehouse()).await {
         Ok(stores) => stores,
+        // No credentials provider at all: nothing on S3 can be checked.
         Err(error) => {
             checks.push(Check::failed("credentials", &error));
             return Diagnosis { checks };
