@@ -140,3 +140,45 @@ impl object_store::CredentialProvider for ObjectStoreCredentials {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain whose credentials carry `features`, as the AWS SDK's providers mark them.
+    fn chain(features: &[AwsCredentialFeature]) -> AwsChain {
+        let mut credentials = Credentials::new("AKIDEXAMPLE", "the-secret", None, None, "test");
+        credentials
+            .get_property_mut_or_default::<Vec<AwsCredentialFeature>>()
+            .extend(features.iter().cloned());
+        AwsChain {
+            provider: SharedCredentialsProvider::new(credentials),
+            region: "eu-west-1".to_string(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_source_is_named_most_specific_first_and_never_the_secret() {
+        use AwsCredentialFeature as F;
+        let cases: [(&[AwsCredentialFeature], &str); 4] = [
+            (&[F::CredentialsEnvVars], "the environment"),
+            (
+                &[F::CredentialsProfile, F::CredentialsStsAssumeRole],
+                "an assumed role",
+            ),
+            (&[F::CredentialsProfileStsWebIdToken], "web identity"),
+            (&[], "source not reported"),
+        ];
+        for (features, expected) in cases {
+            let text = chain(features).describe_source().await.unwrap();
+            assert!(
+                text.contains(expected) && text.contains("eu-west-1"),
+                "{text}"
+            );
+            assert!(
+                !text.contains("the-secret") && !text.contains("AKIDEXAMPLE"),
+                "{text}"
+            );
+        }
+    }
+}

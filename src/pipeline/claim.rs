@@ -290,6 +290,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_drop_is_looked_for_every_twentieth_of_the_wait_from_1_to_30_seconds() {
+        let secs = |s| poll_interval(Duration::from_secs(s)).as_secs();
+        assert_eq!(secs(2), 1);
+        assert_eq!(secs(200), 10);
+        assert_eq!(secs(7200), 30);
+    }
+
+    #[test]
     fn the_fingerprint_changes_with_content_and_names() {
         let file = |name: &str, body: &str| DropFile {
             name: name.to_string(),
