@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::exceptions::alerts::webhook::{Origin, Payload, notify};
 use crate::exceptions::close::{Decision, ignore};
 use crate::infra::catalog::{SilverCheck, check_silver, table_ident};
+use crate::pipeline::claim::wait_for_drop;
 use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, RunOutcome, run as run_drop};
 use crate::replay::{ReplayOptions, ReplayOutcome, replay};
@@ -54,6 +55,10 @@ pub enum Command {
         /// Do everything but the commit, and say what would have been committed.
         #[arg(long)]
         dry_run: bool,
+        /// Wait up to this long for a drop not in bronze yet (`90s`, `30m`, `2h`), looking
+        /// again every twentieth of it (1 to 30 s); still not there: exit 5.
+        #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+        wait_for_drop: Option<std::time::Duration>,
     },
     /// Run a contributor's drops from one drop id to another, in order: skip those
     /// already committed, stop at the first failure and say where to resume.
@@ -181,6 +186,16 @@ pub enum Command {
         #[arg(long, env = "SILVERLINE_CONFIG")]
         config: PathBuf,
     },
+    /// Preflight before the first schedule: credentials (their source, never the secret),
+    /// bronze listable, dq_error writable (a probe object put and deleted), the catalog
+    /// answering, Silver's schema against the contract, versioning and default encryption
+    /// of the dq_error and warehouse buckets. One line per check; exit 0 when none failed
+    /// (warnings allowed), 1 when one did, 2 for a configuration error.
+    Doctor {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+    },
     /// Print the rule set a contributor's runs will use: type, fingerprint, and each rule's
     /// origin, scope, severity and expression.
     Rules {
@@ -266,7 +281,15 @@ pub async fn run(cli: Cli) -> Result<u8> {
             contributor,
             drop_id,
             dry_run,
-        } => run_one(&config, &contributor, &drop_id, dry_run).await,
+            wait_for_drop,
+        } => {
+            let options = RunOptions {
+                dry_run,
+                progress: on_terminal(),
+                ..RunOptions::default()
+            };
+            run_one(&config, (&contributor, &drop_id), wait_for_drop, &options).await
+        }
         Command::Replay {
             config,
             contributor,
@@ -319,6 +342,11 @@ pub async fn run(cli: Cli) -> Result<u8> {
             to,
         } => backfill(&config, &contributor, (&from, &to)).await,
         Command::CheckConfig { config } => check_config(&config).await,
+        Command::Doctor { config } => {
+            let diagnosis = crate::doctor::diagnose(&load_plan(&config)?).await;
+            println!("{diagnosis}");
+            Ok(diagnosis.exit_code())
+        }
         Command::Init { name, sample, out } => {
             let starter = crate::config::starter::write_starter(&name, &sample, &out)?;
             println!("{starter}");
@@ -355,16 +383,20 @@ fn on_terminal() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
-/// `silverline run`.
-async fn run_one(config: &Path, contributor: &str, drop_id: &str, dry_run: bool) -> Result<u8> {
+/// `silverline run`, after waiting up to `wait` for the drop to arrive.
+async fn run_one(
+    config: &Path,
+    (contributor, drop_id): (&str, &str),
+    wait: Option<std::time::Duration>,
+    options: &RunOptions,
+) -> Result<u8> {
     let plan = load_plan(config)?;
     let drop = DropRef::new(contributor, drop_id)?;
-    let options = RunOptions {
-        dry_run,
-        progress: on_terminal(),
-        ..RunOptions::default()
-    };
-    let outcome = run_drop(&plan, &drop, &options).await?;
+    if let Some(wait) = wait {
+        // Not there in time: the run says so (exit 5) and records it.
+        wait_for_drop(&plan, &drop, wait).await?;
+    }
+    let outcome = run_drop(&plan, &drop, options).await?;
     print_outcome(&outcome.summary, outcome.summary_url.as_deref());
     Ok(match outcome.summary.status {
         RunStatus::CommittedConcurrently => EXIT_COMMITTED_CONCURRENTLY,

@@ -16,6 +16,9 @@ pub enum ErrorClass {
     Config,
     /// Storage or catalog trouble; a retry is safe: exit 3.
     Infra,
+    /// The drop is not in bronze yet (nothing under its folder): exit 5. A
+    /// scheduler retries later; nothing was read or judged.
+    NotArrived,
 }
 
 impl ErrorClass {
@@ -25,6 +28,7 @@ impl ErrorClass {
             ErrorClass::Data => 1,
             ErrorClass::Config => 2,
             ErrorClass::Infra => 3,
+            ErrorClass::NotArrived => 5,
         }
     }
 }
@@ -71,6 +75,19 @@ pub enum Error {
         location: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// Nothing of the drop is in bronze yet: no object under its folder (and,
+    /// on local files, no folder). A folder that exists but holds no data
+    /// file is a [`Error::BadDrop`].
+    #[error(
+        "drop not arrived yet: nothing under {} ({setting}): the contributor's files are expected there; run again once they are (or use --wait-for-drop)",
+        printable(location)
+    )]
+    DropNotArrived {
+        /// Where the drop's files are expected (`<bronze>/<contributor>/<drop_id>`).
+        location: String,
+        /// The setting naming the bronze root.
+        setting: String,
     },
     /// A record silverline keeps in storage (a claim marker, a ledger entry, a
     /// replay manifest) is not one it wrote: it is never used to build a path.
@@ -383,6 +400,7 @@ impl Error {
                 ErrorClass::Config
             }
             Error::Evaluation { failure, .. } if failure.is_rule_fault() => ErrorClass::Config,
+            Error::DropNotArrived { .. } => ErrorClass::NotArrived,
             Error::BadDrop { .. }
             | Error::BadRecord { .. }
             | Error::FailRule { .. }
@@ -497,6 +515,10 @@ mod tests {
                 location: "a.csv".into(),
                 reason: "bad".into(),
             },
+            Error::DropNotArrived {
+                location: "file:///bronze/BANK_A/2026-11".into(),
+                setting: "storage.bronze".into(),
+            },
             Error::BadRecord {
                 location: "claim marker m.json".into(),
                 reason: "not ours".into(),
@@ -586,6 +608,7 @@ mod tests {
                         failure: EngineFailure::Planning,
                         ..
                     } => ErrorClass::Config,
+                    Error::DropNotArrived { .. } => ErrorClass::NotArrived,
                     Error::BadDrop { .. }
                     | Error::BadRecord { .. }
                     | Error::FailRule { .. }
@@ -629,7 +652,25 @@ mod tests {
                 expected == ErrorClass::Infra,
                 "{error}"
             );
+            assert_eq!(
+                error.class().exit_code() == 5,
+                expected == ErrorClass::NotArrived,
+                "{error}"
+            );
         }
+    }
+
+    #[test]
+    fn exit_codes_are_distinct_and_leave_4_to_the_lost_race() {
+        let classes = [
+            ErrorClass::Data,
+            ErrorClass::Config,
+            ErrorClass::Infra,
+            ErrorClass::NotArrived,
+        ];
+        let codes: Vec<u8> = classes.iter().map(|c| c.exit_code()).collect();
+        assert_eq!(codes, [1, 2, 3, 5]);
+        assert!(!codes.contains(&EXIT_COMMITTED_CONCURRENTLY));
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //!  cli                                         the command line
 //!  bench                                       the benchmark
 //!  replay  accept  backfill  maintain  demo    what people run around the pipeline
+//!  doctor                                      (and the preflight before the first run)
 //!  pipeline                                    one module per stage of a run
 //!  report                                      backlog text and the HTML report
 //!  exceptions                                  the exception store and its backlog
@@ -34,6 +35,7 @@ pub mod cli;
 pub mod config;
 pub mod core;
 pub mod demo;
+pub mod doctor;
 pub mod error;
 pub mod exceptions;
 pub mod infra;

@@ -1,4 +1,4 @@
-//! The binary as an orchestrator sees it: exit codes 0, 1 and 2, and error
+//! The binary as an orchestrator sees it: exit codes 0, 1, 2 and 5, and error
 //! messages that name the file, rule or setting at fault.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -84,11 +84,15 @@ fn run_commits_then_a_rerun_says_already_committed_both_exit_0() {
 }
 
 #[test]
-fn a_missing_drop_exits_1_naming_the_drop() {
+fn a_missing_drop_exits_5_naming_where_it_is_expected() {
     let (tmp, config) = project(|t| t);
     let args = run_args(config.to_str().unwrap(), "BANK_C", "2030-01");
-    let text = output(&silverline(&args).code(1));
-    assert!(text.contains("BANK_C/2030-01"), "{text}");
+    let text = output(&silverline(&args).code(5));
+    assert!(
+        text.contains("drop not arrived yet")
+            && text.contains("data/bronze/BANK_C/2030-01 (storage.bronze)"),
+        "{text}"
+    );
     let summaries = tmp.path().join("data/dq_error/summaries");
     let written: Vec<_> = walk(&summaries);
     assert_eq!(written.len(), 1, "{written:?}");

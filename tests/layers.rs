@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["exceptions"],
     &["report"],
     &["pipeline"],
-    &["replay", "accept", "backfill", "maintain", "demo"],
+    &["replay", "accept", "backfill", "maintain", "demo", "doctor"],
     &["bench"],
     &["cli"],
 ];

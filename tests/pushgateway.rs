@@ -176,10 +176,11 @@ fn a_run_pushes_its_counts_rule_failures_and_labels_to_the_pushgateway() {
     );
 
     // A run that fails replaces the run's figures; the last success stands.
-    silverline(&run_args(config, "BANK_C", "2030-01")).code(1);
+    // (A drop not arrived yet: exit 5.)
+    silverline(&run_args(config, "BANK_C", "2030-01")).code(5);
     let samples = scrape(&gateway, &job);
     let missing = [("contributor", "BANK_C"), ("drop", "2030-01")];
-    assert_eq!(value(&samples, "silverline_run_exit_code", &missing), 1.0);
+    assert_eq!(value(&samples, "silverline_run_exit_code", &missing), 5.0);
     let mut failed = missing.to_vec();
     failed.push(("status", "failed"));
     assert_eq!(value(&samples, "silverline_run_status", &failed), 1.0);

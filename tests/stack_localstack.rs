@@ -15,3 +15,31 @@ suite_tests!(
     localstack_workspace,
     #[ignore = "needs LocalStack: bash localstack/test.sh"]
 );
+
+/// `silverline doctor` on LocalStack's S3 with the SQL catalog: every check
+/// passes, then a dq_error bucket that does not exist fails its lines.
+/// (LocalStack accepts any key pair: wrong credentials are the weed lane's.)
+#[tokio::test]
+#[ignore = "needs LocalStack: bash localstack/test.sh"]
+async fn localstack_doctor_passes_then_names_a_missing_bucket() {
+    let tw = common::localstack_workspace().await;
+    let text = common::doctor::passes(&tw.ws);
+    assert!(
+        common::doctor::line(&text, "catalog").contains("sql catalog"),
+        "{text}"
+    );
+    let (text, bucket) =
+        common::doctor::fails_a_missing_bucket(&tw.ws, "SILVERLINE__STORAGE__DQ_ERROR", "dq_error");
+    let versioning = text
+        .lines()
+        .find(|l| l.contains(&format!("versioning s3://{bucket}")))
+        .unwrap_or_else(|| panic!("no versioning line for {bucket}: {text}"));
+    assert!(
+        versioning.starts_with("FAIL") && versioning.contains("does not exist"),
+        "{text}"
+    );
+    assert!(
+        common::doctor::line(&text, "bronze").starts_with("ok"),
+        "{text}"
+    );
+}

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
 use aws_credential_types::Credentials;
+use aws_credential_types::credential_feature::AwsCredentialFeature;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 
 use crate::config::plan::S3Settings;
@@ -50,10 +51,60 @@ impl AwsChain {
             .map_err(|e| missing_credentials(&e.to_string()))
     }
 
+    /// The chain's credentials provider (for the AWS SDK's own clients).
+    pub(crate) fn provider(&self) -> SharedCredentialsProvider {
+        self.provider.clone()
+    }
+
+    /// Where the chain found its credentials and how long they hold, for a
+    /// person: never a key or the secret.
+    pub(crate) async fn describe_source(&self) -> Result<String> {
+        let credentials = self.credentials().await?;
+        let source = credentials
+            .get_property::<Vec<AwsCredentialFeature>>()
+            .and_then(|features| features.iter().filter_map(source_name).min())
+            .map_or("the standard chain (source not reported)", |(_, name)| name);
+        let expiry = match credentials.expiry() {
+            None => "no expiry".to_string(),
+            Some(at) => match at.duration_since(std::time::SystemTime::now()) {
+                Ok(left) => format!("expire in {} min", left.as_secs() / 60),
+                Err(_) => "expired".to_string(),
+            },
+        };
+        Ok(format!("from {source}, region {}, {expiry}", self.region))
+    }
+
     /// The chain as an `object_store` credential provider.
     pub(crate) fn object_store_provider(&self) -> Arc<ObjectStoreCredentials> {
         Arc::new(ObjectStoreCredentials(self.provider.clone()))
     }
+}
+
+/// The credential source a feature of resolved credentials names (the AWS
+/// SDK marks credentials with the providers that produced them; a role
+/// assumed from a profile carries both), ranked: the most specific first.
+fn source_name(feature: &AwsCredentialFeature) -> Option<(u8, &'static str)> {
+    use AwsCredentialFeature as F;
+    Some(match feature {
+        F::CredentialsEnvVarsStsWebIdToken
+        | F::CredentialsStsAssumeRoleWebId
+        | F::CredentialsProfileStsWebIdToken => {
+            (0, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, IRSA)")
+        }
+        F::CredentialsSso | F::CredentialsProfileSso => (1, "SSO"),
+        F::CredentialsProcess | F::CredentialsProfileProcess => (2, "a credential_process"),
+        F::CredentialsImds => (3, "instance metadata (IMDS)"),
+        F::CredentialsHttp => (
+            4,
+            "the container credentials endpoint (ECS, EKS Pod Identity)",
+        ),
+        F::CredentialsStsAssumeRole | F::CredentialsProfileSourceProfile => (5, "an assumed role"),
+        F::CredentialsEnvVars => (6, "the environment (AWS_ACCESS_KEY_ID)"),
+        F::CredentialsProfile | F::CredentialsProfileNamedProvider => {
+            (7, "a profile (AWS_PROFILE, ~/.aws)")
+        }
+        _ => return None,
+    })
 }
 
 fn missing_credentials(reason: &str) -> Error {
@@ -87,5 +138,47 @@ impl object_store::CredentialProvider for ObjectStoreCredentials {
             secret_key: credentials.secret_access_key().to_string(),
             token: credentials.session_token().map(str::to_string),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain whose credentials carry `features`, as the AWS SDK's providers mark them.
+    fn chain(features: &[AwsCredentialFeature]) -> AwsChain {
+        let mut credentials = Credentials::new("AKIDEXAMPLE", "the-secret", None, None, "test");
+        credentials
+            .get_property_mut_or_default::<Vec<AwsCredentialFeature>>()
+            .extend(features.iter().cloned());
+        AwsChain {
+            provider: SharedCredentialsProvider::new(credentials),
+            region: "eu-west-1".to_string(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_source_is_named_most_specific_first_and_never_the_secret() {
+        use AwsCredentialFeature as F;
+        let cases: [(&[AwsCredentialFeature], &str); 4] = [
+            (&[F::CredentialsEnvVars], "the environment"),
+            (
+                &[F::CredentialsProfile, F::CredentialsStsAssumeRole],
+                "an assumed role",
+            ),
+            (&[F::CredentialsProfileStsWebIdToken], "web identity"),
+            (&[], "source not reported"),
+        ];
+        for (features, expected) in cases {
+            let text = chain(features).describe_source().await.unwrap();
+            assert!(
+                text.contains(expected) && text.contains("eu-west-1"),
+                "{text}"
+            );
+            assert!(
+                !text.contains("the-secret") && !text.contains("AKIDEXAMPLE"),
+                "{text}"
+            );
+        }
     }
 }

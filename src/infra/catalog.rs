@@ -71,10 +71,7 @@ pub(crate) async fn connect_for_dry_run(
     stores: &Stores,
 ) -> Result<Arc<dyn Catalog>> {
     let missing = match spec {
-        CatalogSpec::Sql { uri, .. } => uri.strip_prefix("sqlite://").is_some_and(|rest| {
-            let path = rest.split('?').next().unwrap_or(rest);
-            !path.contains(":memory:") && !std::path::Path::new(path).exists()
-        }),
+        CatalogSpec::Sql { uri, .. } => sqlite_file(uri).is_some_and(|path| !path.exists()),
         CatalogSpec::Rest { .. } => false,
     };
     if !missing {
@@ -93,11 +90,18 @@ pub(crate) async fn connect_for_dry_run(
     Ok(Arc::new(catalog))
 }
 
+/// The database file of a `sqlite://` catalog URI; `None` for another
+/// database or an in-memory one.
+pub(crate) fn sqlite_file(uri: &str) -> Option<&std::path::Path> {
+    let rest = uri.strip_prefix("sqlite://")?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.contains(":memory:")).then(|| std::path::Path::new(path))
+}
+
 fn create_sqlite_folder(uri: &str) -> Result<()> {
-    let Some(path) = uri.strip_prefix("sqlite://") else {
+    let Some(path) = sqlite_file(uri) else {
         return Ok(());
     };
-    let path = std::path::Path::new(path.split('?').next().unwrap_or(path));
     match path.parent() {
         Some(folder) if !folder.as_os_str().is_empty() => {
             std::fs::create_dir_all(folder).map_err(|source| Error::Io {
@@ -406,7 +410,7 @@ pub(crate) enum SilverCheck {
 }
 
 /// How long `check-config` waits for the catalog before it leaves Silver uncompared.
-const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Compares the contract with Silver when the catalog can be reached,
 /// creating and changing nothing (not even a SQLite catalog that does not

@@ -16,6 +16,7 @@ use url::Url;
 use crate::config::plan::{S3Settings, StorageSpec};
 use crate::error::{Error, Result};
 use crate::infra::aws::AwsChain;
+use crate::infra::buckets::BucketSettings;
 
 /// The storage settings of a run, with the AWS chain loaded when anything lives on S3.
 #[derive(Debug, Clone)]
@@ -94,6 +95,18 @@ impl Stores {
             reason: format!("bad path in '{url}': {e}"),
         })?;
         Ok((Arc::new(store), root))
+    }
+
+    /// Where the AWS chain found its credentials (never the secret); `None`
+    /// when nothing lives on S3.
+    pub(crate) async fn credential_source(&self) -> Option<Result<String>> {
+        Some(self.aws.as_ref()?.describe_source().await)
+    }
+
+    /// A reader of bucket settings with the run's identity; `None` when nothing lives on S3.
+    pub(crate) fn bucket_settings(&self) -> Option<BucketSettings> {
+        let aws = self.aws.as_ref()?;
+        Some(BucketSettings::new(aws, &self.s3))
     }
 
     /// Iceberg FileIO properties: the same endpoint, region, addressing and identity.
@@ -260,6 +273,29 @@ impl Location {
             self.refuse_links_out_of(folder, &objects)?;
         }
         Ok(objects)
+    }
+
+    /// Whether any object lies under `prefix` (relative to this root): one
+    /// listing request, whatever the prefix holds.
+    pub(crate) async fn any_under(&self, prefix: &str) -> Result<bool> {
+        let mut listing = self.store.list(Some(&self.path(prefix)));
+        let first = listing
+            .try_next()
+            .await
+            .map_err(Error::storage("list", self.describe(prefix)))?;
+        Ok(first.is_some())
+    }
+
+    /// Whether `relative` is a folder on the local filesystem: `None` where
+    /// the root is an object store, which has objects but no folders.
+    pub(crate) fn local_folder_exists(&self, relative: &str) -> Option<bool> {
+        let folder = self.local_root.as_ref()?;
+        Some(folder.join(relative).is_dir())
+    }
+
+    /// The setting this root comes from (`storage.bronze`...).
+    pub(crate) fn setting(&self) -> &str {
+        &self.setting
     }
 
     /// Refuses a listed file that is a symbolic link (or lies under one)

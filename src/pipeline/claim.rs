@@ -4,18 +4,24 @@
 //! (contributor + drop + content fingerprint) and a stable run id and run date
 //! kept in a claim marker, so that a rerun after a crash writes to the same
 //! dq_error paths instead of beside them. A run key already committed to
-//! Silver means there is nothing to do (DESIGN.md invariant 5).
+//! Silver means there is nothing to do (DESIGN.md invariant 5). A drop with
+//! nothing under its folder has not arrived yet ([`Error::DropNotArrived`],
+//! exit 5); one whose folder holds no data file is a bad drop (exit 1).
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tokio::time::Instant;
 
 use super::context::Context;
 use super::summary::Summary;
+use crate::config::Plan;
 use crate::core::drop::{DropFile, DropRef};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::ledger::find_committed;
-use crate::infra::storage::Location;
+use crate::infra::storage::{Location, Stores};
 
 /// What the claim found.
 #[derive(Debug)]
@@ -117,6 +123,7 @@ pub(super) async fn claim_run(context: &Context<'_>, dry_run: bool) -> Result<Cl
 async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> {
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;
+    let listed_any = !listed.is_empty();
     let mut files = Vec::new();
     for object in listed {
         let name = object
@@ -135,12 +142,56 @@ async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> 
         });
     }
     if files.is_empty() {
-        return Err(Error::BadDrop {
-            location: bronze.url_of(&prefix),
-            reason: "the drop is missing or holds no data file".to_string(),
-        });
+        return Err(no_data_file(bronze, &prefix, listed_any));
     }
     Ok(files)
+}
+
+/// Why a drop with no data file cannot run: not arrived when nothing is
+/// there (no object; on local files, no folder either), else a bad drop.
+fn no_data_file(bronze: &Location, prefix: &str, listed_any: bool) -> Error {
+    let folder = bronze.local_folder_exists(prefix);
+    let reason = match (listed_any, folder) {
+        (true, _) => "the drop holds no data file, only marker files (names starting with _ or .)",
+        (false, Some(true)) => "the drop's folder is empty",
+        (false, _) => {
+            return Error::DropNotArrived {
+                location: bronze.url_of(prefix),
+                setting: bronze.setting().to_string(),
+            };
+        }
+    };
+    Error::BadDrop {
+        location: bronze.url_of(prefix),
+        reason: reason.to_string(),
+    }
+}
+
+/// Waits up to `wait` for `drop` to arrive in bronze (an object under its
+/// folder: an empty local folder is not waited for), looking every
+/// [`poll_interval`]; returns whether it did. Reads nothing but listings.
+pub async fn wait_for_drop(plan: &Plan, drop: &DropRef, wait: Duration) -> Result<bool> {
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
+    let deadline = Instant::now() + wait;
+    let interval = poll_interval(wait);
+    loop {
+        if bronze.any_under(&drop.prefix()).await? {
+            return Ok(true);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            tracing::warn!(path = %bronze.url_of(&drop.prefix()), waited_s = wait.as_secs(), "the drop has not arrived");
+            return Ok(false);
+        }
+        tracing::info!(path = %bronze.url_of(&drop.prefix()), left_s = left.as_secs(), "waiting for the drop to arrive");
+        tokio::time::sleep(interval.min(left)).await;
+    }
+}
+
+/// How often [`wait_for_drop`] looks: a twentieth of the wait, from 1 to 30 seconds.
+fn poll_interval(wait: Duration) -> Duration {
+    (wait / 20).clamp(Duration::from_secs(1), Duration::from_secs(30))
 }
 
 /// Files such as `_SUCCESS` or `.keep` mark a drop, they carry no records.
@@ -237,6 +288,14 @@ async fn read_marker(dq_error: &Location, path: &str, run_key: &str) -> Result<O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_drop_is_looked_for_every_twentieth_of_the_wait_from_1_to_30_seconds() {
+        let secs = |s| poll_interval(Duration::from_secs(s)).as_secs();
+        assert_eq!(secs(2), 1);
+        assert_eq!(secs(200), 10);
+        assert_eq!(secs(7200), 30);
+    }
 
     #[test]
     fn the_fingerprint_changes_with_content_and_names() {

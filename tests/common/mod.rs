@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+pub mod doctor;
 pub mod fault_proxy;
 pub mod pyiceberg;
 pub mod reliability;
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 use arrow::record_batch::RecordBatch;
 use futures::TryStreamExt;
 use iceberg::table::Table;
+use silverline::config::plan::CatalogSpec;
 use silverline::demo::Workspace;
 use silverline::infra::catalog::{connect, load_silver};
 use silverline::infra::storage::Stores;
@@ -77,29 +79,22 @@ pub fn stack_run_command(
     contributor: &str,
     drop_id: &str,
 ) -> std::process::Command {
-    let config = ws.dir.join("config/credit_statements.toml");
-    let config = config.to_str().unwrap_or_default();
     stack_command(
         ws,
-        &[
-            "run",
-            "--config",
-            config,
-            "--contributor",
-            contributor,
-            "--drop",
-            drop_id,
-        ],
+        "run",
+        &["--contributor", contributor, "--drop", drop_id],
     )
 }
 
-/// The binary with `args` (after `--log-format text`) and the environment
-/// that points the workspace's settings at the stack.
-pub fn stack_command(ws: &Workspace, args: &[&str]) -> std::process::Command {
+/// The binary's `subcommand --config <the workspace's config> args...` against a
+/// stack workspace: its own prefixes, namespace, endpoint and (for a SQL
+/// catalog on S3, the LocalStack lane) catalog as environment overrides.
+pub fn stack_command(ws: &Workspace, subcommand: &str, args: &[&str]) -> std::process::Command {
     let plan = &ws.plan;
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_silverline"));
     command
-        .args(["--log-format", "text"])
+        .args(["--log-format", "text", subcommand, "--config"])
+        .arg(ws.dir.join("config/credit_statements.toml"))
         .args(args)
         .env("SILVERLINE__STORAGE__BRONZE", &plan.storage.bronze)
         .env("SILVERLINE__STORAGE__DQ_ERROR", &plan.storage.dq_error)
@@ -112,7 +107,24 @@ pub fn stack_command(ws: &Workspace, args: &[&str]) -> std::process::Command {
             "SILVERLINE__STORAGE__ENDPOINT",
             plan.storage.s3.endpoint.clone().unwrap_or_default(),
         );
+    if let CatalogSpec::Sql { uri, warehouse, .. } = &plan.catalog {
+        command
+            .env("SILVERLINE__CATALOG__TYPE", "sql")
+            .env("SILVERLINE__CATALOG__URI", uri)
+            .env("SILVERLINE__CATALOG__WAREHOUSE", warehouse);
+    }
     command
+}
+
+/// Runs `command` to its end: its exit code and its stdout and stderr together.
+pub fn finish(mut command: std::process::Command) -> (i32, String) {
+    let output = command.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
 }
 
 /// A fresh workspace with the default config.
