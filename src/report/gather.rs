@@ -38,18 +38,30 @@ pub struct Gather {
 
 /// Reads the exception store (and the summaries) and computes every section.
 pub async fn gather(plan: &Plan, what: Gather) -> Result<ReportData> {
+    let only = what.contributor.as_deref();
+    let keep = |contributor: &str| only.is_none_or(|c| c == contributor);
+    gather_where(plan, &what, &keep).await
+}
+
+/// [`gather`], keeping only the contributors `keep` accepts (the workbench
+/// shows a person the contributors they may see).
+pub async fn gather_where(
+    plan: &Plan,
+    what: &Gather,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<ReportData> {
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let catalog = connect(&plan.catalog, &stores).await?;
     let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
-    let only = what.contributor.as_deref();
-    let events = read_events(&table, only).await?;
+    let mut events = read_events(&table, what.contributor.as_deref()).await?;
+    events.retain(|e| keep(&e.contributor));
     let mut runs = if what.with_runs {
         let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
         read_runs(&dq_error).await?
     } else {
         Vec::new()
     };
-    runs.retain(|r| only.is_none_or(|c| r.contributor == c));
+    runs.retain(|r| keep(&r.contributor));
     Ok(build_report(plan, &events, runs, what.now))
 }
 

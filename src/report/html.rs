@@ -17,8 +17,8 @@ use crate::exceptions::figures::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekF
 /// The runs table lists at most this many of a section's latest runs.
 pub const MAX_LATEST_RUNS: usize = 25;
 
-/// The page's style sheet.
-const STYLE: &str = r#"
+/// The page's style sheet (the workbench serves it too).
+pub const STYLE: &str = r#"
 :root { --ink: #1f2328; --muted: #57606a; --line: #d0d7de; --panel: #f6f8fa; }
 * { box-sizing: border-box; }
 body { margin: 0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--ink); background: #fff; line-height: 1.4; }
@@ -173,8 +173,9 @@ fn header(data: &ReportData) -> String {
     out
 }
 
-/// One section: figures, backlog, weekly flow, rates and latest runs.
-fn section_html(index: usize, section: &Section, stale_after_days: u32) -> String {
+/// One section: figures, backlog, weekly flow, rates and latest runs (the
+/// workbench shows one at a time).
+pub fn section_html(index: usize, section: &Section, stale_after_days: u32) -> String {
     let mut out = format!(
         "<section class=\"report-section\" id=\"s{index}\" data-section=\"{}\">\n<h2>{}</h2>\n",
         escape(&section.name),
