@@ -623,3 +623,49 @@ async fn a_person_corrects_and_ignores_exceptions_in_the_browser() {
     assert_eq!(browser.console_errors(), Vec::<String>::new());
     assert_eq!(f.status_of(&corrected).await, ExceptionStatus::Resolved);
 }
+
+/// A trend rule's exception shows the previous state the row was compared
+/// with: the account's statement of the month before, read from Silver.
+#[tokio::test]
+async fn a_trend_exception_shows_the_previous_state_it_was_compared_with() {
+    let tw = workspace().await;
+    let mut bank = Portfolio::new("BANK_T", 10, false, 7);
+    let april = bank.statements(month(2026, 4), false);
+    let mut may = bank.statements(month(2026, 5), false);
+    may[0].product_limit += 100_000;
+    for (drop_id, rows) in [("2026-04", &april), ("2026-05", &may)] {
+        tw.ws.put_drop("BANK_T", drop_id, rows).await.unwrap();
+        tw.ws
+            .run_drop("BANK_T", drop_id, &RunOptions::default())
+            .await
+            .unwrap();
+    }
+    let events = exception_events(&tw.ws).await;
+    let moved = events
+        .iter()
+        .find(|e| e.rule == "limit_stable")
+        .expect("limit_stable caught the moved limit");
+    let server = Workbench::start_with(
+        &tw.ws.dir.join("config/credit_statements.toml"),
+        &["--insecure-local"],
+    );
+    let html = client()
+        .get(server.url(&format!("/exceptions/{}", moved.exception_id)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let previous = &html[html
+        .find("Previous state (trend rules)")
+        .expect("a previous-state section")..];
+    let date = |d: chrono::NaiveDate| format!("data-column=\"statement_date\">{d}<");
+    assert!(previous.contains(&date(april[0].date)), "{previous}");
+    assert!(html.contains(&date(may[0].date)), "the row itself");
+    assert!(previous.contains(&format!("data-column=\"account_id\">{}<", april[0].account)));
+    assert!(
+        previous.contains("do not keep the prev_ values"),
+        "says what is shown"
+    );
+}

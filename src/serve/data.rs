@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::access::{Permission, Principal};
+use super::previous::previous_state;
 use crate::config::Plan;
 use crate::core::set_aside::SetAside;
 use crate::error::Result;
@@ -276,6 +277,9 @@ pub struct Detail {
     pub row_note: String,
     /// Whether the row's sensitive columns are shown unmasked.
     pub pii: bool,
+    /// For a trend rule: what the page shows as the previous state the row
+    /// was compared with, and that state's columns when there is one.
+    pub previous: Option<(String, Vec<Cell>)>,
 }
 
 /// The exception `id` among `events`, for a person who may (`pii`) or may not
@@ -318,7 +322,13 @@ pub async fn detail(
                 WITHHELD_RAW_RECORD.to_string()
             }
         });
+    let trend = reasons.iter().any(|r| r.trend);
+    let previous = match &values {
+        Some(values) if trend => Some(previous_of(plan, values, pii).await),
+        _ => None,
+    };
     Ok(Some(Detail {
+        previous,
         history,
         latest,
         age_days: state,
@@ -346,6 +356,31 @@ pub fn shown_record_key(plan: &Plan, key: Option<&str>, pii: bool) -> String {
         mask_value(key)
     } else {
         key.to_string()
+    }
+}
+
+/// What the page says of the previous state a trend rule compared `values`
+/// with, and its columns (masked where they must be) when Silver has one.
+async fn previous_of(
+    plan: &Plan,
+    values: &HashMap<String, String>,
+    pii: bool,
+) -> (String, Vec<Cell>) {
+    let order = &plan.contract.order_column;
+    match previous_state(plan, values).await {
+        Ok(Some(state)) => (
+            format!(
+                "The account's latest statement in Silver before this one ({order} {}), read now: the dq_error files and the exception store do not keep the prev_ values the rule compared with. A run committed since may have added a statement in between; one older than the lookback ({} months) was not compared (the rule was skipped).",
+                state.get(order).map_or("", String::as_str),
+                plan.lookback_months
+            ),
+            cells(plan, &state, pii),
+        ),
+        Ok(None) => (
+            "Silver holds no earlier statement of this account: the trend rule had nothing to compare with when it was skipped, or the earlier statement is no longer in Silver.".to_string(),
+            Vec::new(),
+        ),
+        Err(error) => (format!("The previous state could not be read from Silver: {error}"), Vec::new()),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod access;
 pub mod actions;
 pub mod data;
 pub mod pages;
+pub mod previous;
 mod routes;
 pub mod session;
 

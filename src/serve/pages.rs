@@ -270,6 +270,7 @@ pub fn detail_page(
     body.push_str(&facts(detail, record_key));
     body.push_str(&reasons(detail));
     body.push_str(&row_table(detail));
+    body.push_str(&previous(detail));
     body.push_str(&history(&detail.history));
     if allowed.act && e.status.is_open() {
         body.push_str(&actions(viewer, detail));
@@ -329,13 +330,39 @@ fn reasons(detail: &Detail) -> String {
         ));
     }
     out.push_str("</tbody></table>\n");
-    if detail.reasons.iter().any(|r| r.trend) {
-        out.push_str(
-            "<p class=\"meta\" id=\"trend-note\">A trend rule compared this row with the account's previous statement \
-             (its <code>prev_</code> columns). The dq_error files and the exception store do not keep that previous \
-             state: it is the account's latest statement in Silver before this one's date, within the lookback.</p>\n",
-        );
+    out
+}
+
+/// The previous state a trend rule compared the row with, and what it is.
+fn previous(detail: &Detail) -> String {
+    let Some((note, cells)) = &detail.previous else {
+        return String::new();
+    };
+    let mut out = format!(
+        "<h3>Previous state (trend rules)</h3>\n<p class=\"meta\" id=\"previous-note\">{}</p>\n",
+        escape(note)
+    );
+    if !cells.is_empty() {
+        out.push_str(&cells_table("previous", cells));
     }
+    out
+}
+
+/// A table of a row's columns, masked cells marked.
+fn cells_table(class: &str, cells: &[super::data::Cell]) -> String {
+    let mut out = format!(
+        "<table class=\"{class}\"><thead><tr><th>Column</th><th>Value</th></tr></thead><tbody>\n"
+    );
+    for cell in cells {
+        let masked = if cell.masked { " class=\"masked\"" } else { "" };
+        out.push_str(&format!(
+            "<tr><td>{}</td><td{masked} data-column=\"{}\">{}</td></tr>\n",
+            escape(&cell.column),
+            escape(&cell.column),
+            escape(&cell.value)
+        ));
+    }
+    out.push_str("</tbody></table>\n");
     out
 }
 
@@ -345,19 +372,7 @@ fn row_table(detail: &Detail) -> String {
         escape(&detail.row_note)
     );
     if !detail.row.is_empty() {
-        out.push_str(
-            "<table class=\"row\"><thead><tr><th>Column</th><th>Value</th></tr></thead><tbody>\n",
-        );
-        for cell in &detail.row {
-            let class = if cell.masked { " class=\"masked\"" } else { "" };
-            out.push_str(&format!(
-                "<tr><td>{}</td><td{class} data-column=\"{}\">{}</td></tr>\n",
-                escape(&cell.column),
-                escape(&cell.column),
-                escape(&cell.value)
-            ));
-        }
-        out.push_str("</tbody></table>\n");
+        out.push_str(&cells_table("row", &detail.row));
     }
     if let Some(raw) = &detail.raw_record {
         out.push_str(&format!(
