@@ -669,3 +669,64 @@ async fn a_trend_exception_shows_the_previous_state_it_was_compared_with() {
         "says what is shown"
     );
 }
+
+/// With `quarantine.mask_sensitive` the dq_error files hold the sensitive
+/// columns masked: a correction that leaves them as shown is refused (the
+/// masked text would reach Silver); one that types the real values passes.
+#[tokio::test]
+async fn with_masked_dq_files_a_correction_must_give_the_real_sensitive_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let masked = [("quarantine.mask_sensitive".to_string(), "true".to_string())];
+    let ws = silverline::demo::Workspace::create_with(
+        &tmp.path().join("ws"),
+        silverline::demo::DEFAULT_CONFIG,
+        &masked,
+    )
+    .await
+    .unwrap();
+    let config = ws.dir.join("config/credit_statements.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("mask_sensitive = false", "mask_sensitive = true");
+    std::fs::write(&config, text).unwrap();
+    let mut rows = Portfolio::new("BANK_M", 10, false, 8).statements(month(2026, 5), false);
+    rows[0].balance = -100;
+    ws.put_drop("BANK_M", "2026-05", &rows).await.unwrap();
+    ws.run_drop("BANK_M", "2026-05", &RunOptions::default())
+        .await
+        .unwrap();
+    let id = exception_events(&ws).await[0].exception_id.clone();
+    let server = Workbench::start_with(&config, &["--insecure-local"]);
+    let page = client()
+        .get(server.url("/exceptions"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = csrf_of(&page);
+    let path = server.url(&format!("/exceptions/{id}/correct"));
+    let mut form = vec![
+        ("csrf".to_string(), csrf),
+        ("reason".to_string(), "sign fixed".to_string()),
+        ("col.outstanding_balance".to_string(), "1.00".to_string()),
+    ];
+    let refused = client().post(&path).form(&form).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    assert!(refused.text().await.unwrap().contains("mask_sensitive"));
+    let (new_ic, old_ic, passport) = rows[0].identity.clone();
+    for (column, value) in [
+        ("new_ic", new_ic),
+        ("old_ic", old_ic),
+        ("passport_no", passport),
+    ] {
+        form.push((format!("col.{column}"), value.unwrap_or_default()));
+    }
+    let corrected = client().post(&path).form(&form).send().await.unwrap();
+    assert_eq!(corrected.status(), StatusCode::OK);
+    assert_eq!(
+        fact_of(&corrected.text().await.unwrap(), "status"),
+        "resolved"
+    );
+}

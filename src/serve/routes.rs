@@ -440,11 +440,12 @@ async fn corrected_row(
     let pii = caller
         .principal
         .may(Permission::SeePii, &latest.contributor);
-    let mut row: HashMap<String, String> = stored
+    let stored: HashMap<String, String> = stored
         .row
         .into_iter()
         .map(|c| (c.column, c.value))
         .collect();
+    let mut row = stored.clone();
     for (name, value) in fields {
         let Some(column) = name.strip_prefix("col.") else {
             continue;
@@ -458,7 +459,40 @@ async fn corrected_row(
             row.insert(column.to_string(), value.clone());
         }
     }
+    refuse_masked_values(app, &stored, &row)?;
     Ok(row)
+}
+
+/// With `quarantine.mask_sensitive` the dq_error files hold sensitive
+/// columns masked: a correction must give their real values, or the masked
+/// text would be replayed into Silver.
+fn refuse_masked_values(
+    app: &App,
+    stored: &HashMap<String, String>,
+    row: &HashMap<String, String>,
+) -> Result<(), Refusal> {
+    if !app.plan.mask_sensitive {
+        return Ok(());
+    }
+    let masked: Vec<&str> = app
+        .plan
+        .contract
+        .columns
+        .iter()
+        .filter(|c| c.sensitive)
+        .map(|c| c.name.as_str())
+        .filter(|c| {
+            row.get(*c)
+                .is_some_and(|v| !v.is_empty() && stored.get(*c) == Some(v))
+        })
+        .collect();
+    if masked.is_empty() {
+        return Ok(());
+    }
+    Err(Refusal::BadRequest(format!(
+        "quarantine.mask_sensitive is on, so the dq_error file holds {} masked: type the real values (a person with pii may), or the masked text would reach Silver",
+        masked.join(", ")
+    )))
 }
 
 #[derive(Debug, Deserialize)]
