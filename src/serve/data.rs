@@ -474,6 +474,123 @@ async fn row_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::access::{Grant, Role, Scope};
+
+    fn event(
+        id: usize,
+        contributor: &str,
+        rule: &str,
+        status: ExceptionStatus,
+        age: i64,
+        now: DateTime<Utc>,
+    ) -> ExceptionEvent {
+        ExceptionEvent {
+            exception_id: format!("e{id:03}"),
+            contributor: contributor.to_string(),
+            drop_id: "2026-05".to_string(),
+            run_id: "0123456789abcdef".to_string(),
+            status,
+            rule: rule.to_string(),
+            rules: rule.to_string(),
+            severity: "quarantine".to_string(),
+            reasons: "[]".to_string(),
+            record_key: None,
+            source_file: Some("s.csv".to_string()),
+            source_line: Some(id as i64 + 2),
+            dq_file: None,
+            entered_at: now - chrono::Duration::days(age),
+            event_at: now - chrono::Duration::days(age),
+            actor: None,
+            note: None,
+        }
+    }
+
+    /// 70 exceptions of BANK_A (ages 0..70 days; every tenth of rule `b`, every
+    /// seventh resolved) and 5 of BANK_B, seen by a viewer of BANK_A.
+    #[test]
+    fn the_list_shows_what_the_person_may_see_filtered_oldest_first_and_paged() {
+        let now = Utc::now();
+        let mut events: Vec<ExceptionEvent> = (0..70)
+            .map(|i| {
+                let rule = if i % 10 == 0 { "b" } else { "a" };
+                let status = if i % 7 == 0 {
+                    ExceptionStatus::Resolved
+                } else {
+                    ExceptionStatus::Quarantined
+                };
+                event(i, "BANK_A", rule, status, i as i64, now)
+            })
+            .collect();
+        events.extend((70..75).map(|i| event(i, "BANK_B", "a", ExceptionStatus::Pending, 1, now)));
+        let viewer = Principal {
+            name: "vic".to_string(),
+            grants: vec![Grant {
+                role: Role::Viewer,
+                pii: false,
+                scope: Scope::Only(BTreeSet::from(["BANK_A".to_string()])),
+            }],
+        };
+        let open = list(
+            &events,
+            &viewer,
+            &Filter {
+                page: 1,
+                ..Filter::default()
+            },
+            now,
+        );
+        assert_eq!(open.matching, 60, "70 less the 10 resolved (0, 7, ..., 63)");
+        assert_eq!(open.rows.len(), PAGE_SIZE);
+        assert_eq!(open.rows[0].latest.exception_id, "e069", "oldest first");
+        assert_eq!(
+            open.contributors,
+            vec!["BANK_A".to_string()],
+            "BANK_B is not offered"
+        );
+        let second = list(
+            &events,
+            &viewer,
+            &Filter {
+                page: 2,
+                ..Filter::default()
+            },
+            now,
+        );
+        assert_eq!(second.rows.len(), 10);
+        let of_b = Filter {
+            rule: Some("b".to_string()),
+            page: 1,
+            ..Filter::default()
+        };
+        let ids: Vec<String> = list(&events, &viewer, &of_b, now)
+            .rows
+            .iter()
+            .map(|r| r.latest.exception_id.clone())
+            .collect();
+        assert_eq!(
+            ids,
+            ["e060", "e050", "e040", "e030", "e020", "e010"],
+            "rule b, open (0 is resolved)"
+        );
+        let aged = Filter {
+            min_age: Some(10),
+            max_age: Some(19),
+            status: StatusFilter::All,
+            page: 1,
+            ..Filter::default()
+        };
+        assert_eq!(
+            list(&events, &viewer, &aged, now).matching,
+            10,
+            "ages 10 to 19, any status"
+        );
+        let foreign = Filter {
+            contributor: Some("BANK_B".to_string()),
+            page: 1,
+            ..Filter::default()
+        };
+        assert_eq!(list(&events, &viewer, &foreign, now).matching, 0);
+    }
 
     #[test]
     fn a_filter_reads_its_query_and_writes_it_back() {

@@ -486,3 +486,69 @@ pub fn backlog_page(viewer: &Viewer, data: &ReportData, chosen: Option<&str>) ->
     body.push_str(&section_html(shown.0, shown.1, data.stale_after_days));
     layout("Backlog", Some(viewer), &body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exceptions::ExceptionEvent;
+    use crate::serve::data::Listed;
+
+    fn viewer() -> Viewer {
+        Viewer {
+            name: "<b>ann</b>".to_string(),
+            role: "operator",
+            csrf: "tok\"en".to_string(),
+        }
+    }
+
+    #[test]
+    fn every_value_of_the_list_is_escaped_and_the_page_runs_no_script() {
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        let hostile = "<script>alert(1)</script>";
+        let latest = ExceptionEvent {
+            exception_id: "e1\"><img src=x>".to_string(),
+            contributor: hostile.to_string(),
+            drop_id: hostile.to_string(),
+            run_id: "r".to_string(),
+            status: ExceptionStatus::Quarantined,
+            rule: hostile.to_string(),
+            rules: hostile.to_string(),
+            severity: "quarantine".to_string(),
+            reasons: "[]".to_string(),
+            record_key: None,
+            source_file: Some(hostile.to_string()),
+            source_line: Some(2),
+            dq_file: None,
+            entered_at: at,
+            event_at: at,
+            actor: None,
+            note: None,
+        };
+        let listing = Listing {
+            rows: vec![Listed {
+                latest,
+                age_days: 3,
+            }],
+            matching: 1,
+            contributors: vec![hostile.to_string()],
+            rules: vec![hostile.to_string()],
+        };
+        let filter = Filter {
+            rule: Some(hostile.to_string()),
+            page: 1,
+            ..Filter::default()
+        };
+        let page = list_page(&viewer(), &listing, &filter, &[hostile.to_string()]);
+        assert!(
+            !page.contains("<script") && !page.contains("<img") && !page.contains("<b>"),
+            "{page}"
+        );
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(
+            page.contains("value=\"tok&quot;en\""),
+            "the CSRF token is an escaped attribute"
+        );
+        assert!(page.contains("/contributors/%3Cscript%3Ealert%281%29%3C%2Fscript%3E/replay"));
+        assert!(page.contains("<link rel=\"stylesheet\" href=\"/style.css\">"));
+    }
+}
