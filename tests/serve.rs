@@ -730,3 +730,97 @@ async fn with_masked_dq_files_a_correction_must_give_the_real_sensitive_values()
         "resolved"
     );
 }
+
+/// Accept as is commits the one row as judged and closes its exception as
+/// accepted with who and why; the contributor's other exceptions stay open.
+#[tokio::test]
+async fn accept_as_is_commits_the_one_row_with_who_and_why() {
+    let f = Fixture::new().await;
+    let (accepted, other) = (f.id_of_row(0).await, f.id_of_row(1).await);
+    let before = common::silver_count(&f.tw.ws).await;
+    let csrf = f.csrf(OPERATOR_A).await;
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("reason", "a refund: the negative balance is real"),
+    ];
+    let (status, html) = f
+        .post(OPERATOR_A, &format!("/exceptions/{accepted}/accept"), &form)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert_eq!(fact_of(&html, "status"), "accepted", "{html}");
+    assert_eq!(common::silver_count(&f.tw.ws).await, before + 1);
+    let events = exception_events(&f.tw.ws).await;
+    let closing = events
+        .iter()
+        .find(|e| e.exception_id == accepted && e.status == ExceptionStatus::Accepted)
+        .unwrap();
+    assert_eq!(
+        (closing.actor.as_deref(), closing.note.as_deref()),
+        (Some("ann"), Some("a refund: the negative balance is real"))
+    );
+    assert_eq!(f.status_of(&other).await, ExceptionStatus::Quarantined);
+}
+
+/// Replaying a contributor's pending rows once their holders arrived
+/// resolves them.
+#[tokio::test]
+async fn replaying_a_contributors_pending_rows_resolves_them() {
+    let tw = workspace().await;
+    let rows = Portfolio::new("BANK_P", 10, false, 9).statements(month(2026, 5), false);
+    let late: Vec<&str> = rows[..2].iter().map(|r| r.holder.as_str()).collect();
+    tw.ws
+        .put_drop_holding_back("BANK_P", "2026-05", &rows, &late)
+        .await
+        .unwrap();
+    tw.ws
+        .run_drop("BANK_P", "2026-05", &RunOptions::default())
+        .await
+        .unwrap();
+    let pending: Vec<String> = exception_events(&tw.ws)
+        .await
+        .into_iter()
+        .map(|e| e.exception_id)
+        .collect();
+    assert!(!pending.is_empty());
+    tw.ws.register_holders("late", late).await.unwrap();
+    let server = Workbench::start_with(
+        &tw.ws.dir.join("config/credit_statements.toml"),
+        &["--insecure-local"],
+    );
+    let list = client()
+        .get(server.url("/exceptions"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        list.contains("action=\"/contributors/BANK_P/replay\""),
+        "an operator is offered the replay"
+    );
+    let form = [("csrf", csrf_of(&list))];
+    let response = client()
+        .post(server.url("/contributors/BANK_P/replay"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let html = response.text().await.unwrap();
+    assert!(
+        html.contains(&format!(
+            "replayed {} exception(s) of BANK_P",
+            pending.len()
+        )),
+        "{html}"
+    );
+    let events = exception_events(&tw.ws).await;
+    for id in &pending {
+        let latest = states(&events)
+            .into_iter()
+            .find(|s| &s.latest.exception_id == id)
+            .unwrap();
+        assert_eq!(latest.latest.status, ExceptionStatus::Resolved, "{id}");
+    }
+}
