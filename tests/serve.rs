@@ -544,6 +544,17 @@ async fn insecure_local_lets_this_machine_in_as_a_local_operator() {
     assert_eq!(response.status(), StatusCode::OK);
     let html = response.text().await.unwrap();
     assert!(html.contains("local (operator)"));
+    let rebound = client()
+        .get(local.url("/exceptions"))
+        .header("Host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        rebound.status(),
+        StatusCode::UNAUTHORIZED,
+        "a rebound name is not local"
+    );
     assert!(
         html.contains("data-figure=\"open\">4<"),
         "BANK_A's four open exceptions: {html}"

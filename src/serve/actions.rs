@@ -29,6 +29,7 @@ use crate::transient::EXCEPTION_ID;
 
 /// Closes one exception as ignored.
 pub async fn ignore_one(plan: &Plan, id: &str, decision: &Decision) -> Result<Vec<String>> {
+    tracing::info!(actor = %decision.by(), exception = %id, "workbench: ignore");
     let outcome = ignore(plan, &[id.to_string()], decision).await?;
     Ok(outcome.describe(decision))
 }
@@ -45,6 +46,7 @@ pub async fn accept_one(
         decision,
         only: Some(BTreeSet::from([exception.exception_id.clone()])),
     };
+    tracing::info!(actor = %request.decision.by(), exception = %exception.exception_id, "workbench: accept as is");
     let outcome = accept(plan, &request, &RunOptions::default()).await?;
     Ok(outcome.describe(&request))
 }
@@ -79,6 +81,7 @@ pub async fn correct(
     );
     dq_error.put(&path, file).await?;
     record_correction(plan, exception, decision, &fingerprint).await?;
+    tracing::info!(actor = %decision.by(), exception = %exception.exception_id, "workbench: corrected, replaying");
     let mut lines = vec![format!(
         "corrected row written to {}",
         dq_error.url_of(&path)

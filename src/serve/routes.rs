@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{ConnectInfo, Form, Path, Query, Request, State};
 use axum::http::header::{
-    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY,
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, REFERRER_POLICY,
     SET_COOKIE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -201,7 +201,9 @@ fn caller_of(app: &App, headers: &HeaderMap, peer: SocketAddr) -> Result<Caller,
             });
         }
     }
-    if app.insecure_local {
+    // A page of another site that rebinds its name to 127.0.0.1 reaches the
+    // workbench under that name: anonymous access answers loopback names only.
+    if app.insecure_local && loopback_host(headers) {
         return Ok(Caller {
             principal: Principal {
                 name: "local".to_string(),
@@ -212,6 +214,22 @@ fn caller_of(app: &App, headers: &HeaderMap, peer: SocketAddr) -> Result<Caller,
         });
     }
     Err(Refusal::Unauthorized)
+}
+
+/// Whether the request names the workbench by a loopback name
+/// (`127.0.0.1`, `[::1]`, `localhost`, with or without a port).
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 impl Caller {
@@ -609,4 +627,36 @@ async fn login_handler(
         }
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_names_count_as_local() {
+        let host = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(HOST, HeaderValue::from_str(value).unwrap());
+            loopback_host(&headers)
+        };
+        for local in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST",
+            "[::1]:8080",
+            "127.0.0.2",
+        ] {
+            assert!(host(local), "{local}");
+        }
+        for other in [
+            "evil.example:8080",
+            "10.0.0.1:8080",
+            "localhost.evil.example",
+            "[2001:db8::1]:80",
+        ] {
+            assert!(!host(other), "{other}");
+        }
+        assert!(!loopback_host(&HeaderMap::new()));
+    }
 }
