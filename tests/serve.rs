@@ -476,6 +476,18 @@ async fn proxy_identity_headers_are_believed_only_from_a_trusted_proxy() {
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), expected, "proxy {trusted}");
+        let login = client()
+            .get(server.url("/login"))
+            .header("X-Forwarded-Proto", "https")
+            .send()
+            .await
+            .unwrap();
+        let cookie = login.headers()[SET_COOKIE].to_str().unwrap().to_string();
+        assert_eq!(
+            cookie.ends_with("; Secure"),
+            expected == StatusCode::OK,
+            "HTTPS as a trusted proxy says: {cookie}"
+        );
         if expected == StatusCode::OK {
             assert!(
                 response

@@ -216,6 +216,17 @@ fn caller_of(app: &App, headers: &HeaderMap, peer: SocketAddr) -> Result<Caller,
     Err(Refusal::Unauthorized)
 }
 
+/// Whether the browser reached the workbench over HTTPS, as a trusted
+/// proxy says (`X-Forwarded-Proto: https`): its cookies are then `Secure`.
+fn over_https(app: &App, headers: &HeaderMap, peer: SocketAddr) -> bool {
+    let trusted = app.access.as_ref().is_some_and(|a| a.trusts(peer.ip()));
+    trusted
+        && headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
+}
+
 /// Whether the request names the workbench by a loopback name
 /// (`127.0.0.1`, `[::1]`, `localhost`, with or without a port).
 fn loopback_host(headers: &HeaderMap) -> bool {
@@ -569,6 +580,8 @@ async fn backlog_handler(
 
 async fn logout_handler(
     State(app): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     axum::Extension(caller): axum::Extension<Caller>,
     Form(form): Form<CsrfForm>,
 ) -> Result<Response, Refusal> {
@@ -576,14 +589,25 @@ async fn logout_handler(
     if let Some(id) = &caller.session {
         app.sessions.end(id);
     }
-    let clear = set_cookie(SESSION_COOKIE, "", std::time::Duration::ZERO);
+    let secure = over_https(&app, &headers, peer);
+    let clear = set_cookie(SESSION_COOKIE, "", std::time::Duration::ZERO, secure);
     Ok(([(SET_COOKIE, clear)], Redirect::to("/login")).into_response())
 }
 
-async fn login_form(State(app): State<Shared>) -> Response {
+async fn login_form(
+    State(app): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
     let nonce = hex::encode(random_bytes());
     let csrf = app.sessions.csrf_token(&format!("login:{nonce}"));
-    let cookie = set_cookie(LOGIN_COOKIE, &nonce, std::time::Duration::from_secs(3600));
+    let secure = over_https(&app, &headers, peer);
+    let cookie = set_cookie(
+        LOGIN_COOKIE,
+        &nonce,
+        std::time::Duration::from_secs(3600),
+        secure,
+    );
     ([(SET_COOKIE, cookie)], Html(login_page(&csrf, None))).into_response()
 }
 
@@ -596,6 +620,7 @@ struct LoginForm {
 
 async fn login_handler(
     State(app): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, Refusal> {
@@ -618,8 +643,9 @@ async fn login_handler(
         return Ok((StatusCode::UNAUTHORIZED, Html(page)).into_response());
     };
     let id = app.sessions.start(principal);
-    let session = set_cookie(SESSION_COOKIE, &id, SESSION_LIFETIME);
-    let used = set_cookie(LOGIN_COOKIE, "", std::time::Duration::ZERO);
+    let secure = over_https(&app, &headers, peer);
+    let session = set_cookie(SESSION_COOKIE, &id, SESSION_LIFETIME, secure);
+    let used = set_cookie(LOGIN_COOKIE, "", std::time::Duration::ZERO, secure);
     let mut response = Redirect::to("/exceptions").into_response();
     for value in [session, used] {
         if let Ok(value) = HeaderValue::from_str(&value) {

@@ -122,11 +122,13 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, for the whole site;
+/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, for the whole site,
+/// and `Secure` when the browser reached the workbench over HTTPS;
 /// `max_age` 0 deletes it.
-pub fn set_cookie(name: &str, value: &str, max_age: Duration) -> String {
+pub fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
     format!(
-        "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
         max_age.as_secs()
     )
 }
@@ -166,7 +168,9 @@ mod tests {
         headers.append(COOKIE, "a=1; silverline_session=abc".parse().unwrap());
         assert_eq!(cookie(&headers, SESSION_COOKIE), Some("abc"));
         assert_eq!(cookie(&headers, "b"), None);
-        let set = set_cookie(SESSION_COOKIE, "abc", SESSION_LIFETIME);
+        let set = set_cookie(SESSION_COOKIE, "abc", SESSION_LIFETIME, false);
         assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"));
+        assert!(!set.contains("Secure"));
+        assert!(set_cookie(SESSION_COOKIE, "abc", SESSION_LIFETIME, true).ends_with("; Secure"));
     }
 }
