@@ -357,7 +357,10 @@ def workbench(base: list[dict], values: Values) -> list[dict]:
 
 
 def secrets(base: list[dict], values: Values) -> list[dict]:
-    return [d for d in base if values.workbench or d["metadata"]["name"] != "PROXY_SECRET"]
+    """The Secrets; the workbench's (its proxy's, its access file) only with the workbench."""
+    def workbench_only(name: str) -> bool:
+        return name == "PROXY_SECRET" or name.endswith("-workbench-access")
+    return [d for d in base if values.workbench or not workbench_only(d["metadata"]["name"])]
 
 
 PER_FILE = {"cronjob.yaml": cronjobs, "argo-workflow.yaml": argo, "networkpolicy.yaml": network_policies,

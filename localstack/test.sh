@@ -56,7 +56,7 @@ trap stop_stacks EXIT
 
 # Build first, so that no server waits on the compiler.
 cargo test --all-targets --no-run
-# Headless Chromium for the report's browser tests (tests/report_browser.rs).
+# Headless Chromium for the browser tests (tests/report_browser.rs, the workbench in tests/serve.rs).
 bash localstack/install-chromium.sh >/dev/null
 export SILVERLINE_CHROMIUM="${SILVERLINE_CHROMIUM:-$(command -v chromium)}"
 # A real Prometheus Pushgateway for the metrics tests (tests/pushgateway.rs).

@@ -55,6 +55,9 @@ pub struct AcceptRequest {
     pub rule: Option<String>,
     /// Who accepts and why.
     pub decision: Decision,
+    /// Only these exceptions of the drop (the workbench accepts one at a
+    /// time); None: every open exception of the drop the rule covers.
+    pub only: Option<BTreeSet<String>>,
 }
 
 /// Why an open exception of the drop was left open.
@@ -156,7 +159,13 @@ fn select<'a>(
     let of_drop = states(events)
         .into_iter()
         .map(|s| s.latest)
-        .filter(|e| e.drop_id == request.drop.drop_id);
+        .filter(|e| e.drop_id == request.drop.drop_id)
+        .filter(|e| {
+            request
+                .only
+                .as_ref()
+                .is_none_or(|ids| ids.contains(&e.exception_id))
+        });
     for exception in of_drop {
         if !exception.status.is_open() {
             outcome.closed += 1;

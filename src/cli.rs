@@ -216,6 +216,25 @@ pub enum Command {
         #[arg(long, default_value = "silverline-bench")]
         dir: PathBuf,
     },
+    /// Serve the workbench: open exceptions, each in full, the backlog, and the actions
+    /// (ignore, correct, accept as is, replay) on a web page. Needs an access file (bearer
+    /// tokens, or a trusted proxy's identity headers), or --insecure-local on a loopback address.
+    Serve {
+        /// Configuration file.
+        #[arg(long, env = "SILVERLINE_CONFIG")]
+        config: PathBuf,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Access file: grants (role, pii, contributors) for bearer tokens by their SHA-256, and
+        /// for proxy users and groups (its text may instead be in SILVERLINE_SERVE_ACCESS).
+        #[arg(long, env = "SILVERLINE_SERVE_ACCESS_FILE")]
+        access: Option<PathBuf>,
+        /// Let anyone on this machine in, as an operator who sees personal data (refused on an
+        /// address other than loopback).
+        #[arg(long)]
+        insecure_local: bool,
+    },
     /// Generate the reference dataset, load its history and run the clean month and the corruptions.
     Demo {
         /// Folder for the demo's bronze, warehouse, catalog and dq_error output.
@@ -359,6 +378,21 @@ pub async fn run(cli: Cli) -> Result<u8> {
             print!("{}", describe_rules(&load_plan(&config)?, &contributor)?);
             Ok(0)
         }
+        Command::Serve {
+            config,
+            listen,
+            access,
+            insecure_local,
+        } => {
+            let plan = load_plan(&config)?;
+            let env_text = std::env::var(crate::serve::access::ACCESS_ENV).ok();
+            let options = crate::serve::ServeOptions {
+                listen,
+                access: crate::serve::access::Access::load(access.as_deref(), env_text)?,
+                insecure_local,
+            };
+            crate::serve::serve(plan, options).await.map(|()| 0)
+        }
         Command::Demo { dir } => crate::demo::run_demo(&dir).await.map(|()| 0),
         Command::Bench { accounts, dir } => {
             crate::bench::run_bench(accounts, &dir).await.map(|()| 0)
@@ -415,7 +449,10 @@ async fn replay_open(config: &Path, contributor: &str, include_quarantined: bool
         },
     };
     let outcome = replay(&plan, contributor, &options).await?;
-    print_replay(contributor, &outcome);
+    outcome
+        .describe(contributor)
+        .iter()
+        .for_each(|line| println!("{line}"));
     Ok(replay_exit_code(&outcome))
 }
 
@@ -431,6 +468,7 @@ async fn accept_drop(
         drop: DropRef::new(contributor, drop_id)?,
         rule,
         decision,
+        only: None,
     };
     let options = RunOptions {
         progress: on_terminal(),
@@ -690,43 +728,5 @@ fn committed_where(summary: &crate::pipeline::summary::Summary) -> String {
         (Some(id), _) => format!("snapshot {id}"),
         (None, Some(run_id)) => format!("run {run_id}; its snapshot has expired"),
         (None, None) => "its snapshot has expired".to_string(),
-    }
-}
-
-/// What a replay did, for a person.
-fn print_replay(contributor: &str, outcome: &ReplayOutcome) {
-    for skipped in &outcome.skipped {
-        println!("skipped {skipped}");
-    }
-    let Some(run) = &outcome.run else {
-        println!("nothing to replay for {contributor}: no open exception has its row at hand");
-        return;
-    };
-    if run.summary.status == RunStatus::AlreadyCommitted {
-        println!(
-            "replay drop {} of {contributor} was already committed: nothing changed",
-            run.summary.drop_id
-        );
-        return;
-    }
-    if run.summary.status == RunStatus::CommittedConcurrently {
-        println!(
-            "replay drop {} of {contributor} was committed by a concurrent replay while this one ran: nothing added, nothing resolved by this one",
-            run.summary.drop_id
-        );
-        return;
-    }
-    let counts = &run.summary.counts;
-    println!(
-        "replayed {} exception(s) of {contributor} as drop {}: {} resolved (committed to Silver), {} still pending, {} still quarantined, {} dropped",
-        outcome.replayed,
-        run.summary.drop_id,
-        counts.committed,
-        counts.pending,
-        counts.quarantined,
-        counts.dropped
-    );
-    if let Some(url) = &run.summary_url {
-        println!("summary: {url}");
     }
 }

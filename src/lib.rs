@@ -15,6 +15,7 @@
 //! ```text
 //!  cli                                         the command line
 //!  bench                                       the benchmark
+//!  serve                                       the workbench: exceptions on a web page, acted on
 //!  replay  accept  backfill  maintain  demo    what people run around the pipeline
 //!  doctor                                      (and the preflight before the first run)
 //!  pipeline                                    one module per stage of a run
@@ -44,6 +45,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod replay;
 pub mod report;
+pub mod serve;
 pub mod stage;
 pub mod telemetry;
 pub mod transient;

@@ -31,6 +31,7 @@ use crate::exceptions::store::{load_or_create_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::infra::catalog::connect;
 use crate::infra::storage::{Location, Stores};
+use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use crate::transient::EXCEPTION_ID;
 
@@ -54,6 +55,46 @@ pub struct ReplayOutcome {
     pub skipped: Vec<String>,
     /// The replay drop's run, when there was something to replay.
     pub run: Option<RunOutcome>,
+}
+
+impl ReplayOutcome {
+    /// What the replay did, for a person, one line each.
+    pub fn describe(&self, contributor: &str) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|s| format!("skipped {s}"))
+            .collect();
+        let Some(run) = &self.run else {
+            lines.push(format!(
+                "nothing to replay for {contributor}: no open exception has its row at hand"
+            ));
+            return lines;
+        };
+        let drop_id = &run.summary.drop_id;
+        let counts = &run.summary.counts;
+        lines.push(match run.summary.status {
+            RunStatus::AlreadyCommitted => format!(
+                "replay drop {drop_id} of {contributor} was already committed: nothing changed"
+            ),
+            RunStatus::CommittedConcurrently => format!(
+                "replay drop {drop_id} of {contributor} was committed by a concurrent replay while this one ran: nothing added, nothing resolved by this one"
+            ),
+            _ => format!(
+                "replayed {} exception(s) of {contributor} as drop {drop_id}: {} resolved (committed to Silver), {} still pending, {} still quarantined, {} dropped",
+                self.replayed, counts.committed, counts.pending, counts.quarantined, counts.dropped
+            ),
+        });
+        if let Some(url) = run.summary_url.as_ref().filter(|_| {
+            !matches!(
+                run.summary.status,
+                RunStatus::AlreadyCommitted | RunStatus::CommittedConcurrently
+            )
+        }) {
+            lines.push(format!("summary: {url}"));
+        }
+        lines
+    }
 }
 
 /// A row to replay: the exception it is and its values by column.

@@ -438,6 +438,7 @@ async fn an_accept_that_died_after_its_commit_is_completed_as_committed() {
         drop: DropRef::new("BANK_V", "2026-02").unwrap(),
         rule: Some("limit_stable".to_string()),
         decision: Decision::new(BY, WHY).unwrap(),
+        only: None,
     };
     let dying = RunOptions {
         hooks: TestHooks {
@@ -487,6 +488,7 @@ async fn two_accepts_of_the_same_rows_at_once_commit_them_once() {
         drop: DropRef::new("BANK_V", "2026-02").unwrap(),
         rule: None,
         decision: Decision::new(BY, WHY).unwrap(),
+        only: None,
     };
     let options = RunOptions::default();
     let (a, b) = futures::join!(

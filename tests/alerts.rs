@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use chrono::{DateTime, Duration, Utc};
-use harness::{month, output, project, put_drop, receiver, run_args, summary_of};
+use harness::{month, output, project, put_drop, put_summary, receiver, run_args, summary_of};
 use silverline::demo::generate::Portfolio;
 use silverline::exceptions::{ExceptionEvent, ExceptionStatus};
 
@@ -42,45 +42,6 @@ fn silverline(args: &[&str]) -> assert_cmd::assert::Assert {
         .args(["--log-format", "text"])
         .args(args)
         .assert()
-}
-
-/// A committed run's summary of `contributor`'s `drop_id`, finished on `day`
-/// (YYYY-MM-DD), that received `received` rows of which each rule failed some.
-fn put_summary(
-    root: &Path,
-    contributor: &str,
-    (drop_id, day): (&str, &str),
-    received: u64,
-    failed: &[(&str, u64)],
-) {
-    let run_id = format!("{:0>16}", drop_id.replace('-', ""));
-    let rules: Vec<serde_json::Value> = failed
-        .iter()
-        .map(|(rule, failed)| {
-            serde_json::json!({"rule": rule, "failed": failed, "passed": received - failed})
-        })
-        .collect();
-    let summary = serde_json::json!({
-        "schema_version": 1,
-        "status": "committed",
-        "run_id": run_id,
-        "contributor": contributor,
-        "drop_id": drop_id,
-        "started_at": format!("{day}T06:00:00.000Z"),
-        "finished_at": format!("{day}T06:01:00.000Z"),
-        "counts": {"received": received, "committed": received, "warned": 0,
-                   "quarantined": 0, "dropped": 0, "pending": 0},
-        "rules": rules,
-    });
-    let dir = root.join(format!(
-        "data/dq_error/summaries/date={day}/contributor={contributor}"
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join(format!("run={run_id}.json")),
-        serde_json::to_vec_pretty(&summary).unwrap(),
-    )
-    .unwrap();
 }
 
 /// `rule`'s failures per 100 rows in three earlier runs of `contributor`.

@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["pipeline"],
     &["replay", "accept", "backfill", "maintain", "demo", "doctor"],
+    &["serve"],
     &["bench"],
     &["cli"],
 ];

@@ -180,7 +180,7 @@ fn every_attempt_is_a_valid_start_and_end_tied_to_its_drop() {
     assert!(failed.contains("limit_stable"), "{failed}");
     put_drop(tmp.path(), "BANK_C", "2026-02", &february);
     silverline(&run_args(config, "BANK_C", "2026-02")).success();
-    silverline(&run_args(config, "BANK_C", "2026-05")).code(1);
+    silverline(&run_args(config, "BANK_C", "2026-05")).code(5);
 
     let events = events_in(&tmp.path().join("lineage"));
     assert_eq!(events.len(), 8, "{events:#?}");
@@ -326,7 +326,7 @@ fn assert_missing_drop(events: &[&Value]) {
     let message = events[1]["run"]["facets"]["errorMessage"]["message"]
         .as_str()
         .unwrap();
-    assert!(message.contains("missing"), "{message}");
+    assert!(message.contains("drop not arrived yet"), "{message}");
     assert!(events[1]["inputs"][0].get("inputFacets").is_none());
 }
 

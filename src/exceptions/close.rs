@@ -232,16 +232,56 @@ pub async fn ignore(plan: &Plan, ids: &[String], decision: &Decision) -> Result<
     if open.is_empty() {
         return Ok(outcome);
     }
-    let now = Utc::now();
     let run_key = ignore_run_key(&outcome.ignored, decision);
-    let place = RunPlace::for_run(&run_key, now.date_naive());
-    let closing: Vec<ExceptionEvent> = open
-        .iter()
-        .map(|e| closed_by_hand(e, (ExceptionStatus::Ignored, decision), &place.run_id, now))
-        .collect();
-    append_events(&catalog, plan, &closing, &run_key, &place).await?;
-    tracing::info!(ignored = closing.len(), "exceptions ignored");
+    let by_hand = (ExceptionStatus::Ignored, decision);
+    append_by_hand(&catalog, plan, &open, by_hand, &run_key).await?;
+    tracing::info!(ignored = open.len(), "exceptions ignored");
     Ok(outcome)
+}
+
+/// Appends, under `run_key`, an event per exception of `latest` giving it
+/// `status`, with who and why, in one append.
+async fn append_by_hand(
+    catalog: &std::sync::Arc<dyn iceberg::Catalog>,
+    plan: &Plan,
+    latest: &[&ExceptionEvent],
+    (status, decision): (ExceptionStatus, &Decision),
+    run_key: &str,
+) -> Result<()> {
+    let now = Utc::now();
+    let place = RunPlace::for_run(run_key, now.date_naive());
+    let events: Vec<ExceptionEvent> = latest
+        .iter()
+        .map(|e| closed_by_hand(e, (status, decision), &place.run_id, now))
+        .collect();
+    append_events(catalog, plan, &events, run_key, &place).await?;
+    Ok(())
+}
+
+/// Records that a person corrected the row of the open exception `latest`
+/// (who, and why in their words): an event keeping its status, before the
+/// corrected row is replayed. `correction` identifies the corrected values,
+/// so the same correction recorded twice is recorded once.
+pub async fn record_correction(
+    plan: &Plan,
+    latest: &ExceptionEvent,
+    decision: &Decision,
+    correction: &str,
+) -> Result<()> {
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let catalog = connect(&plan.catalog, &stores).await?;
+    let parts = [
+        latest.exception_id.as_str(),
+        decision.by.as_str(),
+        decision.reason.as_str(),
+        correction,
+    ];
+    let run_key = format!(
+        "correct/{}",
+        &nul_terminated_hex(parts.map(str::as_bytes))[..32]
+    );
+    let by_hand = (latest.status, decision);
+    append_by_hand(&catalog, plan, &[latest], by_hand, &run_key).await
 }
 
 /// The key of one `ignore` in the exception store's run ledger: the same

@@ -38,17 +38,31 @@ pub struct Gather {
 /// Reads the exception store (and the summaries) and computes every section
 /// and the alerts.
 pub async fn gather(plan: &Plan, what: Gather) -> Result<ReportData> {
+    let only = what.contributor.as_deref();
+    let keep = |contributor: &str| only.is_none_or(|c| c == contributor);
+    gather_where(plan, &what, &keep).await
+}
+
+/// [`gather`], keeping only the contributors `keep` accepts (the workbench
+/// shows a person the contributors they may see).
+pub async fn gather_where(
+    plan: &Plan,
+    what: &Gather,
+    keep: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<ReportData> {
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let catalog = connect(&plan.catalog, &stores).await?;
     let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
     let only = what.contributor.as_deref();
-    let events = read_events(&table, only).await?;
-    let summaries = if what.with_runs || plan.alerts.watches_creep() {
+    let mut events = read_events(&table, only).await?;
+    events.retain(|e| keep(&e.contributor));
+    let mut summaries = if what.with_runs || plan.alerts.watches_creep() {
         let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
         read_summaries(&dq_error, only).await?
     } else {
         Vec::new()
     };
+    summaries.retain(|s| keep(s.text("contributor")));
     let failures: Vec<RunFailures> = summaries
         .iter()
         .filter_map(RunFailures::of_summary)

@@ -18,8 +18,8 @@ use crate::exceptions::figures::{AGE_BUCKETS, BacklogFigures, RuleBacklog, WeekF
 /// The runs table lists at most this many of a section's latest runs.
 pub const MAX_LATEST_RUNS: usize = 25;
 
-/// The page's style sheet.
-const STYLE: &str = r#"
+/// The page's style sheet (the workbench serves it too).
+pub const STYLE: &str = r#"
 :root { --ink: #1f2328; --muted: #57606a; --line: #d0d7de; --panel: #f6f8fa; }
 * { box-sizing: border-box; }
 body { margin: 0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--ink); background: #fff; line-height: 1.4; }
@@ -180,7 +180,7 @@ fn header(data: &ReportData) -> String {
 }
 
 /// The open alerts, highlighted above every section (nothing when none).
-fn alerts(alerts: &[Alert]) -> String {
+pub fn alerts(alerts: &[Alert]) -> String {
     if alerts.is_empty() {
         return String::new();
     }
@@ -202,8 +202,9 @@ fn alerts(alerts: &[Alert]) -> String {
     out
 }
 
-/// One section: figures, backlog, weekly flow, rates and latest runs.
-fn section_html(index: usize, section: &Section, stale_after_days: u32) -> String {
+/// One section: figures, backlog, weekly flow, rates and latest runs (the
+/// workbench shows one at a time).
+pub fn section_html(index: usize, section: &Section, stale_after_days: u32) -> String {
     let mut out = format!(
         "<section class=\"report-section\" id=\"s{index}\" data-section=\"{}\">\n<h2>{}</h2>\n",
         escape(&section.name),

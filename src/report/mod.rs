@@ -3,7 +3,7 @@
 //! figures as text for `silverline backlog`.
 
 mod charts;
-mod escape;
+pub(crate) mod escape;
 pub mod gather;
 pub mod html;
 pub mod model;
