@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod harness;
 
 use std::collections::BTreeSet;
 
@@ -23,6 +24,7 @@ use common::{
     stack_workspace_with, suite,
 };
 use silverline::demo::generate::Portfolio;
+use silverline::exceptions::ExceptionStatus;
 use silverline::infra::ledger::RUN_KEY_PROPERTY;
 use silverline::pipeline::RunOptions;
 use silverline::pipeline::summary::RunStatus;
@@ -423,5 +425,59 @@ async fn stack_a_drop_not_arrived_exits_5_naming_where_it_is_expected() {
     assert!(
         text.contains("drop not arrived yet") && text.contains(&expected),
         "{text}"
+    );
+}
+
+/// The workbench on S3 + REST: `silverline serve` lists the exceptions of a
+/// run (the store read through the REST catalog, rows from the dq_error
+/// files on S3), shows one, and an ignore with its CSRF token and reason is
+/// recorded as an `ignored` event in the store.
+#[tokio::test]
+#[ignore = "needs the local stack: bash localstack/test.sh"]
+async fn stack_the_workbench_lists_shows_and_ignores_an_exception() {
+    let tw = stack_workspace().await;
+    let mut rows = Portfolio::new("BANK_W", 10, false, 3).statements(month(2026, 1), false);
+    rows[0].operation = "Z";
+    tw.ws.put_drop("BANK_W", "2026-01", &rows).await.unwrap();
+    let (code, text) = run_binary(&tw.ws, &[], "BANK_W", "2026-01");
+    assert_eq!(code, 0, "{text}");
+    let events = common::exception_events(&tw.ws).await;
+    let id = events
+        .iter()
+        .find(|e| e.contributor == "BANK_W")
+        .map(|e| e.exception_id.clone())
+        .expect("the quarantined row's exception");
+    let port = harness::workbench::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let serve = common::stack_command(&tw.ws, "serve", &["--listen", &listen, "--insecure-local"]);
+    let server = harness::workbench::Workbench::launch(serve, port);
+    let client = reqwest::Client::new();
+    let list = client.get(server.url("/exceptions")).send().await.unwrap();
+    assert_eq!(list.status(), reqwest::StatusCode::OK);
+    let list = list.text().await.unwrap();
+    assert!(list.contains(&id), "{list}");
+    let detail = client
+        .get(server.url(&format!("/exceptions/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(detail.contains("domain"), "{detail}");
+    let csrf = harness::workbench::csrf_of(&list);
+    let ignored = client
+        .post(server.url(&format!("/exceptions/{id}/ignore")))
+        .form(&[("csrf", csrf.as_str()), ("reason", "test account")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ignored.status(), reqwest::StatusCode::OK);
+    let events = common::exception_events(&tw.ws).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.exception_id == id && e.status == ExceptionStatus::Ignored),
+        "no ignored event"
     );
 }

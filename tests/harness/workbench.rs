@@ -50,7 +50,14 @@ impl Workbench {
         let listen = format!("127.0.0.1:{port}");
         let mut args = vec!["--listen", listen.as_str()];
         args.extend_from_slice(extra);
-        let child = serve_command(config, &args)
+        Workbench::launch(serve_command(config, &args), port)
+    }
+
+    /// Starts `command` (a `silverline serve` listening on 127.0.0.1:`port`)
+    /// and waits until it answers.
+    pub fn launch(mut command: Command, port: u16) -> Workbench {
+        let listen = format!("127.0.0.1:{port}");
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
