@@ -9,6 +9,7 @@ pub mod buckets;
 pub mod catalog;
 pub mod datafile;
 pub mod evolve;
+pub mod http;
 pub mod ledger;
 pub mod pinned;
 pub mod storage;

@@ -7,8 +7,8 @@
 use serde::Serialize;
 
 use super::{Alert, alert_lines};
-use crate::config::alerts::{AUTHORIZATION, Webhook};
-use crate::error::error_chain;
+use crate::config::alerts::{AUTHORIZATION, Webhook, WebhookToken};
+use crate::infra::http::{Retries, post_json, with_retries};
 
 /// The first wait before a POST is tried again, in milliseconds; it doubles each time.
 const FIRST_BACKOFF_MS: u64 = 500;
@@ -76,67 +76,31 @@ async fn deliver(webhook: &Webhook, payload: &Payload<'_>) -> Result<u32, String
         .build()
         .map_err(|e| e.to_string())?;
     let body = serde_json::to_vec(payload).map_err(|e| e.to_string())?;
-    let mut backoff = std::time::Duration::from_millis(FIRST_BACKOFF_MS);
-    for attempt in 1..=webhook.attempts {
-        match post(&client, webhook, body.clone()).await {
-            Ok(()) => return Ok(attempt),
-            Err(Retry::Never(problem)) => return Err(problem),
-            Err(Retry::Later(problem)) if attempt == webhook.attempts => {
-                return Err(format!("{problem} (after {attempt} attempts)"));
-            }
-            Err(Retry::Later(problem)) => {
-                tracing::warn!(attempt, error = %problem, "the webhook POST failed: trying again");
-                tokio::time::sleep(backoff).await;
-                backoff *= 2;
-            }
-        }
-    }
-    Err("no attempt was made".to_string())
+    let header = match &webhook.token {
+        Some(token) => Some((token.header.as_str(), token_value(token)?)),
+        None => None,
+    };
+    let header = header.as_ref().map(|(name, value)| (*name, value.as_str()));
+    let retries = Retries {
+        attempts: webhook.attempts,
+        first_backoff: std::time::Duration::from_millis(FIRST_BACKOFF_MS),
+    };
+    let post = || post_json(&client, &webhook.url, header, body.clone());
+    with_retries(retries, "alerts webhook", post).await
 }
 
-/// Why a POST failed, and whether trying again may help.
-enum Retry {
-    /// No answer, 429 or a server error.
-    Later(String),
-    /// Refused as sent (another 4xx): the same POST would be refused again.
-    Never(String),
-}
-
-async fn post(client: &reqwest::Client, webhook: &Webhook, body: Vec<u8>) -> Result<(), Retry> {
-    let mut request = client
-        .post(webhook.url.clone())
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body);
-    if let Some(token) = &webhook.token {
-        // Read only now: a command that sends nothing does not need it.
-        let value = std::env::var(&token.env).unwrap_or_default();
-        if value.trim().is_empty() {
-            return Err(Retry::Never(format!(
-                "environment variable {} (alerts.webhook.token_env) is not set",
-                token.env
-            )));
-        }
-        let value = if token.header.eq_ignore_ascii_case(AUTHORIZATION) {
-            format!("Bearer {}", value.trim())
-        } else {
-            value.trim().to_string()
-        };
-        request = request.header(token.header.as_str(), value);
+/// The header value carrying `token`, read from the environment only now (a
+/// command that sends nothing does not need it).
+fn token_value(token: &WebhookToken) -> Result<String, String> {
+    let value = std::env::var(&token.env).unwrap_or_default();
+    if value.trim().is_empty() {
+        return Err(format!(
+            "environment variable {} (alerts.webhook.token_env) is not set",
+            token.env
+        ));
     }
-    // Without its URL: a chat's webhook URL is a secret. A request that
-    // cannot be built (a token no header may carry) is never retried.
-    let response = request.send().await.map_err(|e| {
-        let builder = e.is_builder();
-        let reason = error_chain(&e.without_url());
-        match builder {
-            true => Retry::Never(reason),
-            false => Retry::Later(reason),
-        }
-    })?;
-    let status = response.status();
-    match status.as_u16() {
-        200..=299 => Ok(()),
-        429 | 500..=599 => Err(Retry::Later(format!("the webhook answered {status}"))),
-        _ => Err(Retry::Never(format!("the webhook answered {status}"))),
-    }
+    Ok(match token.header.eq_ignore_ascii_case(AUTHORIZATION) {
+        true => format!("Bearer {}", value.trim()),
+        false => value.trim().to_string(),
+    })
 }

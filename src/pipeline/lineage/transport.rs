@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::config::Plan;
 use crate::config::lineage::{HttpLineage, LineageTarget};
+use crate::infra::http::{Retries, post_json, with_retries};
 use crate::infra::storage::{Location, Stores};
 
 /// How many times one event is POSTed before it is given up.
@@ -69,59 +70,21 @@ impl Sink {
     }
 }
 
-/// What one POST came to.
-enum Posted {
-    Delivered,
-    /// Worth trying again (unreachable, 5xx, 429).
-    Retry(String),
-    /// Refused for good (another 4xx).
-    Refused(String),
-}
-
 impl HttpSink {
     /// POSTs `body` until it is delivered, refused, or the attempts run out.
     async fn post(&self, body: Vec<u8>) -> Result<(), String> {
         let token = self.token()?;
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 1;
-        loop {
-            match self.post_once(&body, token.as_deref()).await {
-                Posted::Delivered => return Ok(()),
-                Posted::Refused(problem) => return Err(self.failed(&problem, attempt)),
-                Posted::Retry(problem) if attempt >= HTTP_ATTEMPTS => {
-                    return Err(self.failed(&problem, attempt));
-                }
-                Posted::Retry(problem) => {
-                    tracing::debug!(attempt, problem = %problem, "OpenLineage endpoint: trying again");
-                    tokio::time::sleep(backoff).await;
-                    backoff *= 2;
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    /// One POST.
-    async fn post_once(&self, body: &[u8], token: Option<&str>) -> Posted {
-        let mut request = self
-            .client
-            .post(self.target.url.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        let status = match request.send().await {
-            Ok(response) => response.status(),
-            Err(e) => return Posted::Retry(crate::error::error_chain(&e)),
+        let header = token.as_ref().map(|t| format!("Bearer {t}"));
+        let header = header.as_deref().map(|value| ("Authorization", value));
+        let retries = Retries {
+            attempts: HTTP_ATTEMPTS,
+            first_backoff: FIRST_BACKOFF,
         };
-        if status.is_success() {
-            Posted::Delivered
-        } else if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            Posted::Retry(format!("the endpoint answered {status}"))
-        } else {
-            Posted::Refused(format!("the endpoint answered {status}"))
-        }
+        let post = || post_json(&self.client, &self.target.url, header, body.clone());
+        with_retries(retries, "OpenLineage endpoint", post)
+            .await
+            .map(|_| ())
+            .map_err(|problem| self.failed(&problem))
     }
 
     /// The bearer token, when `api_key_env` names one; an error when the
@@ -134,16 +97,16 @@ impl HttpSink {
             Ok(token) if !token.is_empty() => Ok(Some(token)),
             _ => Err(format!(
                 "lineage.api_key_env names {name}, which is not set: nothing sent to {}",
-                self.target.url
+                self.target.url.host_str().unwrap_or_default()
             )),
         }
     }
 
-    /// The problem of an event not delivered.
-    fn failed(&self, problem: &str, attempts: u32) -> String {
+    /// The problem of an event not delivered (the endpoint by its host only).
+    fn failed(&self, problem: &str) -> String {
         format!(
-            "not delivered to {} after {attempts} attempt(s): {problem}",
-            self.target.url
+            "not delivered to {}: {problem}",
+            self.target.url.host_str().unwrap_or_default()
         )
     }
 }
