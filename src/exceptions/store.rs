@@ -12,7 +12,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
+
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{
@@ -32,6 +32,7 @@ use crate::infra::catalog::{
     Columns, exceptions_ident, load_if_exists, load_or_create_table, owned_table_properties,
 };
 use crate::infra::datafile::write_silver_files;
+use crate::infra::evolve::scan_current;
 use crate::infra::ledger::find_committed;
 use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::stage::Stage;
@@ -263,27 +264,8 @@ pub async fn read_missing_record(
 
 /// The events `filter` keeps (all without one), in no particular order.
 async fn scan_events(table: &Table, filter: Option<Predicate>) -> Result<Vec<ExceptionEvent>> {
-    if table.metadata().current_snapshot().is_none() {
-        return Ok(Vec::new());
-    }
-    let target = table.identifier().to_string();
-    // Columns added since the last append read as null in older rows.
-    let table = crate::infra::evolve::read_with_current_schema(table)?;
-    let mut scan = table.scan();
-    if let Some(filter) = filter {
-        scan = scan.with_filter(filter);
-    }
-    let batches: Vec<RecordBatch> = scan
-        .build()
-        .map_err(Error::catalog("scan", &target))?
-        .to_arrow()
-        .await
-        .map_err(Error::catalog("scan", &target))?
-        .try_collect()
-        .await
-        .map_err(Error::catalog("scan", &target))?;
     let mut events = Vec::new();
-    for batch in &batches {
+    for batch in &scan_current(table, filter).await? {
         events.extend(from_batch(batch)?);
     }
     Ok(events)

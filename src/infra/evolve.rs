@@ -421,6 +421,33 @@ async fn commit_schema(
         .await
 }
 
+/// Every row of `table` that `filter` may keep (all without one), read with
+/// its current schema (columns added since a row was written read as null);
+/// nothing for a table with no snapshot yet.
+pub(crate) async fn scan_current(
+    table: &Table,
+    filter: Option<iceberg::expr::Predicate>,
+) -> Result<Vec<arrow::record_batch::RecordBatch>> {
+    if table.metadata().current_snapshot().is_none() {
+        return Ok(Vec::new());
+    }
+    let target = table.identifier().to_string();
+    let table = read_with_current_schema(table)?;
+    let mut scan = table.scan();
+    if let Some(filter) = filter {
+        scan = scan.with_filter(filter);
+    }
+    futures::TryStreamExt::try_collect(
+        scan.build()
+            .map_err(Error::catalog("scan", &target))?
+            .to_arrow()
+            .await
+            .map_err(Error::catalog("scan", &target))?,
+    )
+    .await
+    .map_err(Error::catalog("scan", &target))
+}
+
 /// `table` as its readers should see it after an evolution: every snapshot
 /// read with the current schema, by field id (a column added since reads as
 /// null, a widened one as the wider type), as Java's and pyiceberg's scans

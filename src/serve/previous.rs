@@ -11,7 +11,7 @@ use arrow::array::{Array, AsArray};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
-use futures::TryStreamExt;
+
 use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::Datum;
 
@@ -19,6 +19,7 @@ use crate::config::Plan;
 use crate::config::contract::ColumnType;
 use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_silver};
+use crate::infra::evolve::scan_current;
 use crate::infra::storage::Stores;
 use crate::stage::Stage;
 
@@ -37,24 +38,7 @@ pub async fn previous_state(
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let catalog = connect(&plan.catalog, &stores).await?;
     let table = load_silver(catalog.as_ref(), plan).await?;
-    if table.metadata().current_snapshot().is_none() {
-        return Ok(None);
-    }
-    let table = crate::infra::evolve::read_with_current_schema(&table)?;
-    let target = table.identifier().to_string();
-    let mut scan = table.scan();
-    if let Some(filter) = pushed_down(plan, &key, row) {
-        scan = scan.with_filter(filter);
-    }
-    let batches: Vec<RecordBatch> = scan
-        .build()
-        .map_err(Error::catalog("scan", &target))?
-        .to_arrow()
-        .await
-        .map_err(Error::catalog("scan", &target))?
-        .try_collect()
-        .await
-        .map_err(Error::catalog("scan", &target))?;
+    let batches = scan_current(&table, pushed_down(plan, &key, row)).await?;
     let mut latest: Option<HashMap<String, String>> = None;
     for batch in &batches {
         for state in as_text(batch)? {
