@@ -22,6 +22,14 @@ fn an_empty_drop_folder_or_one_of_markers_only_has_arrived_and_exits_1() {
         empty.contains("BANK_C/2026-01") && empty.contains("folder is empty"),
         "{empty}"
     );
+    // It has arrived: a run told to wait for it does not wait (an hour), it
+    // is refused at once.
+    let mut waiting = args.to_vec();
+    waiting.extend(["--wait-for-drop".to_string(), "1h".to_string()]);
+    let started = Instant::now();
+    let refused = output(&silverline(&waiting).code(1));
+    assert!(started.elapsed() < Duration::from_secs(60), "{refused}");
+    assert!(refused.contains("folder is empty"), "{refused}");
     std::fs::write(folder.join("_SUCCESS"), b"").unwrap();
     let markers = output(&silverline(&args).code(1));
     assert!(markers.contains("only marker files"), "{markers}");

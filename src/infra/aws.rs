@@ -48,7 +48,7 @@ impl AwsChain {
         self.provider
             .provide_credentials()
             .await
-            .map_err(|e| missing_credentials(&e.to_string()))
+            .map_err(credentials_error)
     }
 
     /// The chain's credentials provider (for the AWS SDK's own clients).
@@ -107,6 +107,26 @@ fn source_name(feature: &AwsCredentialFeature) -> Option<(u8, &'static str)> {
     })
 }
 
+/// None found or a misconfigured source is the user's to fix (exit 2); a
+/// source that timed out or failed (instance metadata, STS) may answer a
+/// retry (exit 3).
+fn credentials_error(error: aws_credential_types::provider::error::CredentialsError) -> Error {
+    use aws_credential_types::provider::error::CredentialsError as E;
+    match error {
+        E::CredentialsNotLoaded(_) | E::InvalidConfiguration(_) => {
+            missing_credentials(&error.to_string())
+        }
+        other => Error::Storage {
+            op: "credentials",
+            path: "the AWS credential chain".to_string(),
+            source: Box::new(object_store::Error::Generic {
+                store: "AWS credentials",
+                source: Box::new(other),
+            }),
+        },
+    }
+}
+
 fn missing_credentials(reason: &str) -> Error {
     Error::Usage {
         arg: "AWS credentials".to_string(),
@@ -143,6 +163,22 @@ impl object_store::CredentialProvider for ObjectStoreCredentials {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn no_credentials_is_the_users_to_fix_a_source_that_timed_out_is_retryable() {
+        use aws_credential_types::provider::error::CredentialsError;
+        let none = CredentialsError::not_loaded("no source");
+        assert_eq!(
+            credentials_error(none).class(),
+            crate::error::ErrorClass::Config
+        );
+        let slow = CredentialsError::provider_timed_out(std::time::Duration::from_secs(5));
+        assert_eq!(
+            credentials_error(slow).class(),
+            crate::error::ErrorClass::Infra
+        );
+    }
+
     use super::*;
 
     /// A chain whose credentials carry `features`, as the AWS SDK's providers mark them.

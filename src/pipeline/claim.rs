@@ -168,15 +168,17 @@ fn no_data_file(bronze: &Location, prefix: &str, listed_any: bool) -> Error {
 }
 
 /// Waits up to `wait` for `drop` to arrive in bronze (an object under its
-/// folder: an empty local folder is not waited for), looking every
-/// [`poll_interval`]; returns whether it did. Reads nothing but listings.
+/// folder, or on local files the folder itself: an empty one has arrived and
+/// is refused by the run, not waited for), looking every [`poll_interval`];
+/// returns whether it did. Reads nothing but listings.
 pub async fn wait_for_drop(plan: &Plan, drop: &DropRef, wait: Duration) -> Result<bool> {
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
     let deadline = Instant::now() + wait;
     let interval = poll_interval(wait);
     loop {
-        if bronze.any_under(&drop.prefix()).await? {
+        let prefix = drop.prefix();
+        if bronze.local_folder_exists(&prefix) == Some(true) || bronze.any_under(&prefix).await? {
             return Ok(true);
         }
         let left = deadline.saturating_duration_since(Instant::now());

@@ -218,7 +218,7 @@ impl Access {
         for address in &file.trusted_proxies {
             match address.parse::<IpAddr>() {
                 Ok(ip) => {
-                    trusted_proxies.insert(ip);
+                    trusted_proxies.insert(ip.to_canonical());
                 }
                 Err(_) => {
                     problems.push(format!("trusted_proxies: '{address}' is not an IP address"))
@@ -263,8 +263,9 @@ impl Access {
     }
 
     /// Whether identity headers from `peer` are believed.
+    /// (An IPv4 peer of a dual-stack listener, `::ffff:a.b.c.d`, is its IPv4 address.)
     pub fn trusts(&self, peer: IpAddr) -> bool {
-        self.trusted_proxies.contains(&peer)
+        self.trusted_proxies.contains(&peer.to_canonical())
     }
 
     /// The person a trusted proxy names: their user and email grants and
@@ -314,8 +315,11 @@ fn grant_of(entry: GrantEntry) -> std::result::Result<(Holder, Grant), String> {
                 .ok_or("a token grant needs a name (recorded as the actor of its actions)")?;
             Holder::Token { sha256: hash, name }
         }
-        (None, Some(user), None) => Holder::User(user),
-        (None, None, Some(group)) => Holder::Group(group),
+        (None, Some(user), None) if !user.trim().is_empty() => Holder::User(user),
+        (None, None, Some(group)) if !group.trim().is_empty() => Holder::Group(group),
+        (None, Some(_), None) | (None, None, Some(_)) => {
+            return Err("a user or group grant needs a non-empty name".to_string());
+        }
         _ => return Err("name exactly one of token_sha256, user or group".to_string()),
     };
     let scope = match entry.contributors {
@@ -394,6 +398,17 @@ contributors = ["BNPL_7"]
         assert_eq!(access.by_proxy(Some("bob"), None, &[]), None);
         assert!(access.trusts("127.0.0.1".parse().unwrap()));
         assert!(!access.trusts("10.0.0.1".parse().unwrap()));
+        // An IPv4 proxy reaching a dual-stack listener.
+        assert!(access.trusts("::ffff:127.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_grant_to_an_empty_user_or_group_is_refused() {
+        for holder in ["user = \"\"", "group = \" \""] {
+            let text = format!("[[grant]]\n{holder}\nrole = \"viewer\"\n");
+            let refused = Access::parse(&text, "access.toml").unwrap_err().to_string();
+            assert!(refused.contains("non-empty name"), "{refused}");
+        }
     }
 
     #[test]

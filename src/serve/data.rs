@@ -217,7 +217,7 @@ pub fn list(
     });
     let rows = matching
         .iter()
-        .skip((filter.page - 1) * PAGE_SIZE)
+        .skip(filter.page.saturating_sub(1).saturating_mul(PAGE_SIZE))
         .take(PAGE_SIZE)
         .map(|s| Listed {
             latest: s.latest.clone(),
@@ -557,6 +557,14 @@ mod tests {
             now,
         );
         assert_eq!(second.rows.len(), 10);
+        let far = Filter {
+            page: usize::MAX,
+            ..Filter::default()
+        };
+        assert!(
+            list(&events, &viewer, &far, now).rows.is_empty(),
+            "no overflow"
+        );
         let of_b = Filter {
             rule: Some("b".to_string()),
             page: 1,

@@ -81,15 +81,28 @@ pub fn check_listen(options: &ServeOptions) -> Result<()> {
     Ok(())
 }
 
+/// An address this host does not have, or a port it may not open, is the
+/// user's to change (exit 2); one in use may be free on a retry (exit 3).
+fn bind_error(options: &ServeOptions, source: std::io::Error) -> Error {
+    use std::io::ErrorKind;
+    match source.kind() {
+        ErrorKind::AddrNotAvailable | ErrorKind::PermissionDenied => Error::Usage {
+            arg: "--listen".to_string(),
+            reason: format!("cannot listen on {}: {source}", options.listen),
+        },
+        _ => Error::Io {
+            path: format!("listen address {}", options.listen).into(),
+            source,
+        },
+    }
+}
+
 /// Serves the workbench until the process is stopped.
 pub async fn serve(plan: Plan, options: ServeOptions) -> Result<()> {
     check_listen(&options)?;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
-        .map_err(|source| Error::Io {
-            path: format!("listen address {}", options.listen).into(),
-            source,
-        })?;
+        .map_err(|source| bind_error(&options, source))?;
     let app = Arc::new(App {
         plan,
         access: options.access,
@@ -112,6 +125,26 @@ pub async fn serve(plan: Plan, options: ServeOptions) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_address_this_host_lacks_is_a_usage_error_one_in_use_is_retryable() {
+        let options = ServeOptions {
+            listen: "192.0.2.1:8080".parse().unwrap(),
+            access: None,
+            insecure_local: false,
+        };
+        let missing = std::io::Error::from(std::io::ErrorKind::AddrNotAvailable);
+        assert_eq!(
+            bind_error(&options, missing).class(),
+            crate::error::ErrorClass::Config
+        );
+        let busy = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        assert_eq!(
+            bind_error(&options, busy).class(),
+            crate::error::ErrorClass::Infra
+        );
+    }
+
     use super::*;
 
     fn options(listen: &str, insecure_local: bool, access: bool) -> ServeOptions {

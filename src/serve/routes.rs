@@ -189,7 +189,12 @@ fn caller_of(app: &App, headers: &HeaderMap, peer: SocketAddr) -> Result<Caller,
         let (user, email) = (header(USER_HEADER), header(EMAIL_HEADER));
         if user.is_some() || email.is_some() {
             let groups: Vec<&str> = header(GROUPS_HEADER)
-                .map(|g| g.split(',').map(str::trim).collect())
+                .map(|g| {
+                    g.split(',')
+                        .map(str::trim)
+                        .filter(|g| !g.is_empty())
+                        .collect()
+                })
                 .unwrap_or_default();
             let principal = access.by_proxy(user, email, &groups).ok_or_else(|| {
                 Refusal::Forbidden("no grant names you or your groups".to_string())
@@ -328,7 +333,15 @@ async fn exception_for(
                 crate::error::printable(id)
             ))
         })?;
-    caller.require(permission, &latest.contributor)?;
+    // Refused without naming whose it is: the id alone must not tell.
+    caller
+        .require(permission, &latest.contributor)
+        .map_err(|_| {
+            Refusal::Forbidden(format!(
+                "you may not see or act on exception {}",
+                crate::error::printable(id)
+            ))
+        })?;
     let of_contributor = events
         .into_iter()
         .filter(|e| e.contributor == latest.contributor)
