@@ -115,13 +115,7 @@ fn a_fail_rule_exits_1_and_names_the_rule() {
             "prev_instalment_amount),fail,",
         )
     });
-    let mut bank = Portfolio::new("BANK_C", 8, false, 3);
-    put_drop(
-        tmp.path(),
-        "BANK_C",
-        "2026-01",
-        &bank.statements(month(2026, 1), false),
-    );
+    let mut bank = harness::put_january(tmp.path(), "BANK_C", 8);
     let mut bad = bank.statements(month(2026, 2), false);
     mis_map_limits(&mut bad);
     put_drop(tmp.path(), "BANK_C", "2026-02", &bad);
@@ -539,13 +533,7 @@ fn a_stale_resend_of_last_month_is_set_aside_whole_by_the_shipped_rules() {
 #[test]
 fn text_logs_piped_to_a_file_carry_no_colour_codes() {
     let (tmp, config) = project(|t| t);
-    let mut bank = Portfolio::new("BANK_C", 12, false, 3);
-    put_drop(
-        tmp.path(),
-        "BANK_C",
-        "2026-01",
-        &bank.statements(month(2026, 1), false),
-    );
+    let mut bank = harness::put_january(tmp.path(), "BANK_C", 12);
     let mut bad = bank.statements(month(2026, 2), false);
     mis_map_limits(&mut bad);
     put_drop(tmp.path(), "BANK_C", "2026-02", &bad);

@@ -323,11 +323,16 @@ fn assert_failed_run(fail: &Value) {
 /// A drop that is not there: START, then FAIL saying so, no counts.
 fn assert_missing_drop(events: &[&Value]) {
     assert_eq!(events.len(), 2);
-    let message = events[1]["run"]["facets"]["errorMessage"]["message"]
+    assert_fail_without_counts(events[1], "drop not arrived yet");
+}
+
+/// A FAIL whose error message says `says`, with no data-quality counts.
+fn assert_fail_without_counts(fail: &Value, says: &str) {
+    let message = fail["run"]["facets"]["errorMessage"]["message"]
         .as_str()
         .unwrap();
-    assert!(message.contains("drop not arrived yet"), "{message}");
-    assert!(events[1]["inputs"][0].get("inputFacets").is_none());
+    assert!(message.contains(says), "{message}");
+    assert!(fail["inputs"][0].get("inputFacets").is_none());
 }
 
 /// A contributor the configuration gives no type: exit 2, and still a
@@ -354,11 +359,7 @@ fn a_run_refused_before_its_summary_still_ends_in_fail() {
     for event in &events {
         assert_valid(&registry, event);
     }
-    let message = events[1]["run"]["facets"]["errorMessage"]["message"]
-        .as_str()
-        .unwrap();
-    assert!(message.contains("has no type"), "{message}");
-    assert!(events[1]["inputs"][0].get("inputFacets").is_none());
+    assert_fail_without_counts(&events[1], "has no type");
 }
 
 /// The schemas are not a formality: a facet without `_producer`, an event
@@ -368,13 +369,7 @@ fn the_vendored_schemas_refuse_what_the_spec_refuses() {
     let registry = registry();
     let (tmp, config) = project(|t| t);
     append(&config, "[lineage]\nlocation = \"../lineage\"");
-    let mut bank = Portfolio::new("BANK_C", 4, false, 3);
-    put_drop(
-        tmp.path(),
-        "BANK_C",
-        "2026-01",
-        &bank.statements(month(2026, 1), false),
-    );
+    harness::put_january(tmp.path(), "BANK_C", 4);
     silverline(&run_args(config.to_str().unwrap(), "BANK_C", "2026-01")).success();
     let complete = events_in(&tmp.path().join("lineage")).pop().unwrap();
     assert_valid(&registry, &complete);
@@ -415,13 +410,7 @@ fn events_are_posted_with_the_token_and_a_500_is_retried() {
             "[lineage]\nlocation = \"{url}/api/v1/lineage\"\napi_key_env = \"SILVERLINE_TEST_OL_TOKEN\""
         ),
     );
-    let mut bank = Portfolio::new("BANK_C", 4, false, 3);
-    put_drop(
-        tmp.path(),
-        "BANK_C",
-        "2026-01",
-        &bank.statements(month(2026, 1), false),
-    );
+    harness::put_january(tmp.path(), "BANK_C", 4);
     let token = "t0ken-5e3c";
     let run = Command::cargo_bin("silverline")
         .unwrap()
@@ -495,13 +484,7 @@ fn an_event_that_cannot_be_delivered_is_a_warning_and_the_run_stands() {
             &config,
             &format!("[lineage]\nlocation = \"{location}\"{token}"),
         );
-        let mut bank = Portfolio::new("BANK_C", 4, false, 3);
-        put_drop(
-            tmp.path(),
-            "BANK_C",
-            "2026-01",
-            &bank.statements(month(2026, 1), false),
-        );
+        harness::put_january(tmp.path(), "BANK_C", 4);
         let run = silverline(&run_args(config.to_str().unwrap(), "BANK_C", "2026-01")).success();
         let text = output(&run);
         assert!(text.contains(said), "{text}");

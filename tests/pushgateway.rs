@@ -107,13 +107,7 @@ fn a_run_pushes_its_counts_rule_failures_and_labels_to_the_pushgateway() {
     let job = format!("silverline test {}", std::process::id());
     let (tmp, config) = project(|t| t);
     push_to(&config, &gateway, &job);
-    let mut bank = Portfolio::new("BANK_C", 12, false, 3);
-    put_drop(
-        tmp.path(),
-        "BANK_C",
-        "2026-01",
-        &bank.statements(month(2026, 1), false),
-    );
+    let mut bank = harness::put_january(tmp.path(), "BANK_C", 12);
     let mut february = bank.statements(month(2026, 2), false);
     let damaged = double_limits(&mut february, 4) as f64;
     put_drop(tmp.path(), "BANK_C", "2026-02", &february);

@@ -14,7 +14,9 @@ mod harness;
 
 use common::{TestWorkspace, exception_events, workspace};
 use harness::month;
-use harness::workbench::{TokenGrant, Workbench, csrf_of, fact_of, serve_command, write_access};
+use harness::workbench::{
+    TokenGrant, Workbench, csrf_of, fact_of, page_text, serve_command, write_access,
+};
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
 use silverline::demo::generate::{Portfolio, Statement};
@@ -672,14 +674,7 @@ async fn a_trend_exception_shows_the_previous_state_it_was_compared_with() {
         &tw.ws.dir.join("config/credit_statements.toml"),
         &["--insecure-local"],
     );
-    let html = client()
-        .get(server.url(&format!("/exceptions/{}", moved.exception_id)))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page_text(&server.url(&format!("/exceptions/{}", moved.exception_id))).await;
     let previous = &html[html
         .find("Previous state (trend rules)")
         .expect("a previous-state section")..];
@@ -720,14 +715,7 @@ async fn with_masked_dq_files_a_correction_must_give_the_real_sensitive_values()
         .unwrap();
     let id = exception_events(&ws).await[0].exception_id.clone();
     let server = Workbench::start_with(&config, &["--insecure-local"]);
-    let page = client()
-        .get(server.url("/exceptions"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = page_text(&server.url("/exceptions")).await;
     let csrf = csrf_of(&page);
     let path = server.url(&format!("/exceptions/{id}/correct"));
     let mut form = vec![
@@ -810,14 +798,7 @@ async fn replaying_a_contributors_pending_rows_resolves_them() {
         &tw.ws.dir.join("config/credit_statements.toml"),
         &["--insecure-local"],
     );
-    let list = client()
-        .get(server.url("/exceptions"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let list = page_text(&server.url("/exceptions")).await;
     assert!(
         list.contains("action=\"/contributors/BANK_P/replay\""),
         "an operator is offered the replay"

@@ -456,14 +456,7 @@ async fn stack_the_workbench_lists_shows_and_ignores_an_exception() {
     assert_eq!(list.status(), reqwest::StatusCode::OK);
     let list = list.text().await.unwrap();
     assert!(list.contains(&id), "{list}");
-    let detail = client
-        .get(server.url(&format!("/exceptions/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let detail = harness::workbench::page_text(&server.url(&format!("/exceptions/{id}"))).await;
     assert!(detail.contains("domain"), "{detail}");
     let csrf = harness::workbench::csrf_of(&list);
     let ignored = client

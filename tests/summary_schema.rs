@@ -12,7 +12,7 @@ use std::path::Path;
 use harness::{
     add_column, month, output, project, put_drop, rewrite, run_args, silverline, summaries,
 };
-use silverline::demo::generate::{Portfolio, mis_map_limits};
+use silverline::demo::generate::mis_map_limits;
 use silverline::pipeline::summary::{SUMMARY_SCHEMA_VERSION, Summary};
 
 const SCHEMA_FILE: &str = "docs/summary.schema.json";
@@ -65,13 +65,7 @@ fn add_nullable_column(config: &Path) {
 fn summaries_of_real_runs_validate_against_the_committed_schema_and_drift_does_not() {
     let (tmp, config) = project(|t| t);
     let (root, cfg) = (tmp.path(), config.to_str().unwrap());
-    let mut bank = Portfolio::new("BANK_C", 12, false, 3);
-    put_drop(
-        root,
-        "BANK_C",
-        "2026-01",
-        &bank.statements(month(2026, 1), false),
-    );
+    let mut bank = harness::put_january(root, "BANK_C", 12);
     silverline(&run_args(cfg, "BANK_C", "2026-01")).success();
 
     // February: limits mis-mapped (quarantined), an extra column in the file,

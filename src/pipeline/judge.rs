@@ -63,9 +63,6 @@ pub(super) struct Judgement {
     pub(super) declared: RecordBatch,
 }
 
-/// No missing entity recorded.
-static NO_RECORD: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
-
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
 pub(super) async fn judge_and_write(
     context: &Context<'_>,
@@ -105,10 +102,14 @@ pub(super) async fn judge_and_write(
     // The record keys the drop declares, kept for the exception store once
     // the rows themselves are freed.
     let declared = declared_columns(&plan.contract, &batch.rows)?;
-    let expected = completeness_of(plan, options).map(|completeness| baseline::Expected {
-        completeness,
-        still_missing: recorded.as_ref().map_or(&NO_RECORD, |r| &r.still_open),
-    });
+    // Read whenever `[completeness]` is set, so there for every run it judges.
+    let expected =
+        completeness_of(plan, options)
+            .zip(recorded.as_ref())
+            .map(|(completeness, recorded)| baseline::Expected {
+                completeness,
+                still_missing: &recorded.still_open,
+            });
     let baselined = baseline::load_baseline(
         (&plan.contract, expected),
         (rules, &plan.metrics),

@@ -17,7 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use assert_cmd::Command;
 use chrono::NaiveDate;
-use silverline::demo::generate::{Statement, holders_csv, to_csv};
+use silverline::demo::generate::{Portfolio, Statement, holders_csv, to_csv};
 
 /// A folder with `config/credit_statements.toml` and `config/rules/` (the shipped
 /// config, each file passed through `edit`) and `data/`.
@@ -297,4 +297,13 @@ pub fn put_summary(
         serde_json::to_vec_pretty(&summary).unwrap(),
     )
     .unwrap();
+}
+
+/// `accounts` accounts of `contributor` (seed 3) with their January 2026
+/// statements put as drop `2026-01`; the portfolio, for the later months.
+pub fn put_january(root: &Path, contributor: &str, accounts: usize) -> Portfolio {
+    let mut bank = Portfolio::new(contributor, accounts, false, 3);
+    let january = bank.statements(month(2026, 1), false);
+    put_drop(root, contributor, "2026-01", &january);
+    bank
 }

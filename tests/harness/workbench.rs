@@ -160,3 +160,8 @@ pub fn fact_of(html: &str, fact: &str) -> String {
         + marker.len();
     html[start..].split('<').next().unwrap().to_string()
 }
+
+/// The body of a GET of `url` (anonymous: `--insecure-local`), whatever its status.
+pub async fn page_text(url: &str) -> String {
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
