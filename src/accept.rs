@@ -35,10 +35,8 @@ use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::backlog::states;
 use crate::exceptions::close::{Acceptance, Decision};
-use crate::exceptions::store::{load_or_create_exceptions, read_events};
+use crate::exceptions::store::{Opened, open_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
-use crate::infra::catalog::connect;
-use crate::infra::storage::Stores;
 use crate::pipeline::read::PARSE_RULE;
 use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, RunOutcome, run};
@@ -113,11 +111,13 @@ pub async fn accept(
     options: &RunOptions,
 ) -> Result<AcceptOutcome> {
     check_rule(plan, request)?;
-    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let Opened {
+        stores,
+        catalog: _,
+        exceptions: table,
+    } = open_exceptions(plan).await?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
-    let catalog = connect(&plan.catalog, &stores).await?;
-    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
     let events = read_events(&table, Some(&request.drop.contributor)).await?;
     let (taken, mut outcome) = select(&events, request);
     if taken.is_empty() {

@@ -27,10 +27,9 @@ use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::backlog::states;
 use crate::exceptions::record::{CarriedException, REPLAY_MANIFEST, manifest_csv};
-use crate::exceptions::store::{load_or_create_exceptions, read_events};
+use crate::exceptions::store::{Opened, open_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
-use crate::infra::catalog::connect;
-use crate::infra::storage::{Location, Stores};
+use crate::infra::storage::Location;
 use crate::pipeline::summary::RunStatus;
 use crate::pipeline::{RunOptions, RunOutcome, run};
 use crate::transient::EXCEPTION_ID;
@@ -117,11 +116,13 @@ pub async fn replay(
     options: &ReplayOptions,
 ) -> Result<ReplayOutcome> {
     DropRef::new(contributor, "replay")?;
-    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let Opened {
+        stores,
+        catalog: _,
+        exceptions: table,
+    } = open_exceptions(plan).await?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
-    let catalog = connect(&plan.catalog, &stores).await?;
-    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
     let events = read_events(&table, Some(contributor)).await?;
     let open: BTreeMap<&str, &ExceptionEvent> = states(&events)
         .into_iter()

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 
 use super::backlog::states;
-use super::store::{append_events, load_or_create_exceptions, read_events};
+use super::store::{Opened, append_events, open_exceptions, read_events};
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
 use crate::core::digest::nul_terminated_hex;
@@ -195,9 +195,11 @@ impl IgnoreOutcome {
 /// exception store; an id already closed is left as it is. An id the store
 /// does not know is a usage error naming it, and nothing is recorded.
 pub async fn ignore(plan: &Plan, ids: &[String], decision: &Decision) -> Result<IgnoreOutcome> {
-    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
-    let catalog = connect(&plan.catalog, &stores).await?;
-    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
+    let Opened {
+        catalog,
+        exceptions: table,
+        ..
+    } = open_exceptions(plan).await?;
     let events = read_events(&table, None).await?;
     let latest: BTreeMap<&str, &ExceptionEvent> = states(&events)
         .into_iter()

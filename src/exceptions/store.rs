@@ -29,12 +29,14 @@ use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, RunAppend, append_for_run};
 use crate::infra::catalog::{
-    Columns, exceptions_ident, load_if_exists, load_or_create_table, owned_table_properties,
+    Columns, connect, exceptions_ident, load_if_exists, load_or_create_table,
+    owned_table_properties,
 };
 use crate::infra::datafile::write_silver_files;
 use crate::infra::evolve::scan_current;
 use crate::infra::ledger::find_committed;
 use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
+use crate::infra::storage::Stores;
 use crate::stage::Stage;
 
 /// The columns of the exception table, in order: (name, type, required).
@@ -89,6 +91,29 @@ fn creation(plan: &Plan) -> iceberg::Result<TableCreation> {
         .partition_spec(spec)
         .properties(owned_table_properties())
         .build())
+}
+
+/// A command's storage, catalog and exception store, opened.
+pub struct Opened {
+    /// The object stores (bronze, dq_error, warehouse).
+    pub stores: Stores,
+    /// The catalog.
+    pub catalog: Arc<dyn Catalog>,
+    /// The exception store (created on first use).
+    pub exceptions: Table,
+}
+
+/// Opens `plan`'s storage, catalog and exception store, as every command
+/// over the exceptions starts.
+pub async fn open_exceptions(plan: &Plan) -> Result<Opened> {
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let catalog = connect(&plan.catalog, &stores).await?;
+    let exceptions = load_or_create_exceptions(catalog.as_ref(), plan).await?;
+    Ok(Opened {
+        stores,
+        catalog,
+        exceptions,
+    })
 }
 
 /// Loads the exception table, creating it on first use; a table created by

@@ -13,9 +13,7 @@ use crate::exceptions::ExceptionEvent;
 use crate::exceptions::alerts::{RunFailures, evaluate};
 use crate::exceptions::backlog::{figures, open_by_rule, states, weekly_flow};
 use crate::exceptions::runs::{SummaryFile, read_summaries};
-use crate::exceptions::store::{load_or_create_exceptions, read_events};
-use crate::infra::catalog::connect;
-use crate::infra::storage::Stores;
+use crate::exceptions::store::{Opened, open_exceptions, read_events};
 
 /// How many weeks of entries and exits a section shows.
 pub const FLOW_WEEKS: u32 = 26;
@@ -50,9 +48,11 @@ pub async fn gather_where(
     what: &Gather,
     keep: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<ReportData> {
-    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
-    let catalog = connect(&plan.catalog, &stores).await?;
-    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
+    let Opened {
+        stores,
+        exceptions: table,
+        ..
+    } = open_exceptions(plan).await?;
     let only = what.contributor.as_deref();
     let mut events = read_events(&table, only).await?;
     events.retain(|e| keep(&e.contributor));

@@ -14,9 +14,8 @@ use crate::config::Plan;
 use crate::core::set_aside::SetAside;
 use crate::error::Result;
 use crate::exceptions::backlog::{ExceptionState, states};
-use crate::exceptions::store::{load_or_create_exceptions, read_events};
+use crate::exceptions::store::{open_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
-use crate::infra::catalog::connect;
 use crate::infra::storage::Stores;
 use crate::pipeline::mask::{WITHHELD_RAW_RECORD, mask_value};
 use crate::pipeline::read::PARSE_RULE;
@@ -186,9 +185,7 @@ pub struct Listing {
 
 /// Every event of the store (or of one contributor).
 pub async fn load_events(plan: &Plan, contributor: Option<&str>) -> Result<Vec<ExceptionEvent>> {
-    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
-    let catalog = connect(&plan.catalog, &stores).await?;
-    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
+    let table = open_exceptions(plan).await?.exceptions;
     read_events(&table, contributor).await
 }
 
