@@ -238,7 +238,9 @@ impl std::fmt::Display for EngineFailure {
             EngineFailure::CastFailed => "cast failed",
             EngineFailure::InvalidRegex => "invalid regular expression",
             EngineFailure::Overflow => "arithmetic overflow",
-            EngineFailure::ResourcesExhausted => "resources exhausted",
+            EngineFailure::ResourcesExhausted => {
+                "resources exhausted (raise [resources] memory_limit)"
+            }
             EngineFailure::Io => "storage I/O failed",
             EngineFailure::Planning => "the query could not be planned",
             EngineFailure::Execution => "execution failed",

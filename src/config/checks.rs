@@ -37,6 +37,7 @@ impl Plan {
         let alerts =
             AlertSettings::check(&raw.alerts, raw.exceptions.stale_after_days, &mut problems);
         let lineage = LineageTarget::check(&raw.lineage, base, &mut problems);
+        let resources = crate::config::resources::check(&raw.resources, base, &mut problems);
         let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
         let completeness = check_completeness(&raw, &contract, &mut problems);
         let row_checker = ExprChecker::new(row_fields(&contract, &reference_names));
@@ -102,6 +103,7 @@ impl Plan {
                 stale_after_days: raw.exceptions.stale_after_days,
             },
             alerts,
+            resources,
         };
         if problems.is_empty() {
             Ok(plan)

@@ -15,6 +15,7 @@ pub mod locations;
 pub mod metrics_push;
 pub mod plan;
 pub mod raw;
+pub mod resources;
 pub mod rules;
 pub mod sources;
 pub mod starter;

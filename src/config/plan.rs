@@ -201,6 +201,8 @@ pub struct Plan {
     pub exceptions: ExceptionsSpec,
     /// Which alerts are raised and where they go.
     pub alerts: crate::config::alerts::AlertSettings,
+    /// The memory budget of the run's queries and where they spill.
+    pub resources: crate::core::sql::MemoryBudget,
 }
 
 /// The exception store's table and backlog settings.

@@ -66,10 +66,28 @@ pub struct SilverlineConfig {
     /// nowhere but the summary, the report and `backlog --check`.
     #[serde(default)]
     pub alerts: AlertsConfig,
+    /// How much memory a run's queries may hold and where they spill past
+    /// it. Default: 1 GiB, spilling to the system's temporary folder.
+    #[serde(default)]
+    pub resources: ResourcesConfig,
     /// Severities of the engine's own key rules (`unique_key`, `resubmission`,
     /// `contributor`). Default: `quarantine` each; they cannot be turned off.
     #[serde(default)]
     pub engine_rules: crate::config::engine::EngineRulesConfig,
+}
+
+/// The `[resources]` section: the memory budget of a run's queries.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourcesConfig {
+    /// What the run's queries (joins, aggregates, sorts) may hold, e.g.
+    /// `"1GiB"` or `"512MiB"`; past it they spill to `scratch_dir`. Default: `"1GiB"`.
+    #[serde(default)]
+    pub memory_limit: Option<String>,
+    /// Where queries spill, relative to this file's folder. Default: the
+    /// system's temporary folder (`TMPDIR`).
+    #[serde(default)]
+    pub scratch_dir: Option<String>,
 }
 
 /// The exception store: an Iceberg table of status events of the rows set aside.

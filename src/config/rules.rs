@@ -281,7 +281,7 @@ impl ExprChecker {
     pub fn new(fields: Vec<Field>) -> Result<ExprChecker, String> {
         let schema = DFSchema::try_from(Schema::new(fields)).map_err(|e| e.to_string())?;
         Ok(ExprChecker {
-            ctx: crate::core::sql::new_session(),
+            ctx: crate::core::sql::planning_session(),
             schema,
         })
     }

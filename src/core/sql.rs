@@ -3,24 +3,76 @@
 //! rules), in-memory tables, and quoting. Strings stay plain `Utf8`, the type
 //! the contract and the Iceberg writer use. Errors name the stage they serve.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::MemTable;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
-/// A session with silverline's settings.
-pub(crate) fn new_session() -> SessionContext {
+/// What a run's queries may hold in memory, and where they spill past it
+/// (`[resources]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryBudget {
+    /// Bytes the queries' operators (joins, aggregates, sorts) may reserve.
+    pub bytes: u64,
+    /// Where they spill; `None`: the system's temporary folder.
+    pub scratch_dir: Option<PathBuf>,
+}
+
+/// A session with silverline's settings, its queries held to `budget`:
+/// past it, the operators that can spill (aggregates, sorts) spill to its
+/// scratch folder, and those that cannot stop with "resources exhausted".
+pub(crate) fn new_session(budget: &MemoryBudget, stage: Stage) -> Result<SessionContext> {
+    let disk = match &budget.scratch_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            DiskManagerMode::Directories(vec![dir.clone()])
+        }
+        None => DiskManagerMode::OsTmpDirectory,
+    };
+    let pool = usize::try_from(budget.bytes).unwrap_or(usize::MAX);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(FairSpillPool::new(pool)))
+        .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(disk))
+        .build_arc()
+        .map_err(Error::query(stage))?;
+    let mut config = session_config();
+    // What a spilling operator holds back to merge its spills: DataFusion's
+    // 10 MiB, or a sixteenth of a smaller budget (with 10 MiB per core, a
+    // small budget could not merge what it spilled).
+    config.options_mut().execution.sort_spill_reservation_bytes =
+        (pool / 16).min(SORT_SPILL_RESERVATION);
+    Ok(SessionContext::new_with_config_rt(config, runtime))
+}
+
+/// DataFusion's default reservation for merging spills.
+const SORT_SPILL_RESERVATION: usize = 10 * 1024 * 1024;
+
+/// A session for planning only (checking a rule's expression): no query
+/// of it runs over rows.
+pub(crate) fn planning_session() -> SessionContext {
+    SessionContext::new_with_config(session_config())
+}
+
+fn session_config() -> SessionConfig {
     let mut config = SessionConfig::new();
     let options = config.options_mut();
     options.sql_parser.map_string_types_to_utf8view = false;
     options.execution.parquet.schema_force_view_types = false;
-    SessionContext::new_with_config(config)
+    config
 }
 
 /// Runs `frame`, returning its rows under one plain schema: every field
@@ -30,7 +82,7 @@ pub(crate) async fn collect(
     stage: Stage,
 ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let planned = Arc::new(frame.schema().as_arrow().clone());
-    let batches = frame.collect().await.map_err(Error::query(stage))?;
+    let batches = run_frame(frame).await.map_err(Error::query(stage))?;
     let found = batches.first().map_or(planned, RecordBatch::schema);
     let schema: SchemaRef = Arc::new(Schema::new(
         found
@@ -45,6 +97,34 @@ pub(crate) async fn collect(
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(Error::arrow(stage))?;
     Ok((schema, batches))
+}
+
+/// Runs `frame` to its batches. What its operators spilled past the memory
+/// budget is logged: the one trace a spill leaves.
+pub(crate) async fn run_frame(frame: DataFrame) -> datafusion::error::Result<Vec<RecordBatch>> {
+    let task = Arc::new(frame.task_ctx());
+    let plan = frame.create_physical_plan().await?;
+    let batches = datafusion::physical_plan::collect(plan.clone(), task).await?;
+    let (spills, spilled_bytes) = spilled(plan.as_ref());
+    if spills > 0 {
+        tracing::info!(
+            spills,
+            spilled_bytes,
+            "a query spilled to the scratch folder: it needed more than [resources] memory_limit"
+        );
+    }
+    Ok(batches)
+}
+
+/// How many times `plan`'s operators spilled, and how many bytes.
+fn spilled(plan: &dyn ExecutionPlan) -> (usize, usize) {
+    let own = plan.metrics().map_or((0, 0), |m| {
+        (m.spill_count().unwrap_or(0), m.spilled_bytes().unwrap_or(0))
+    });
+    plan.children()
+        .into_iter()
+        .map(|child| spilled(child.as_ref()))
+        .fold(own, |(count, bytes), (c, b)| (count + c, bytes + b))
 }
 
 /// Registers `batches` as the in-memory table `name`, spread over the

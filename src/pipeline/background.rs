@@ -1,10 +1,12 @@
 //! Work a run starts ahead of the stage that needs it (loading reference
 //! keys, measuring committed periods), on the runtime's other threads. If the
 //! run stops before it is needed, the work is cancelled, not left running.
+//! It logs in the run's span, and says at debug level how long it took.
 
 use std::future::Future;
 
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::error::{Error, Result};
 
@@ -20,8 +22,14 @@ impl<T: Send + 'static> Background<T> {
         what: &'static str,
         work: impl Future<Output = Result<T>> + Send + 'static,
     ) -> Self {
+        let started = std::time::Instant::now();
+        let timed = async move {
+            let done = work.await;
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, "{what}: done");
+            done
+        };
         Background {
-            task: tokio::spawn(work),
+            task: tokio::spawn(timed.in_current_span()),
             what,
         }
     }

@@ -110,15 +110,22 @@ pub(super) async fn judge_and_write(
                 completeness,
                 still_missing: &recorded.still_open,
             });
-    let baselined = baseline::load_baseline(
+    let loaded = baseline::read_history(
         (&plan.contract, expected),
         (rules, &plan.metrics),
-        plan.lookback_months,
+        (plan.lookback_months, &plan.resources),
         contributor,
         batch.rows.clone(),
         silver,
     )
     .await?;
+    // Measured while the history was read; awaited before the LAG, whose
+    // peak memory a month measured meanwhile would add to.
+    let committed_periods = match committed_periods {
+        Some(work) => Some(work.join().await?),
+        None => None,
+    };
+    let baselined = loaded.lag().await?;
     if let Some((from, to)) = baselined.window {
         summary.baseline.window_from = Some(from.to_string());
         summary.baseline.window_to = Some(to.to_string());
@@ -127,10 +134,6 @@ pub(super) async fn judge_and_write(
     summary.missing_entities = missing.as_ref().map(MissingEntities::of);
     clock = lap(summary, Stage::Baseline, clock);
     let known_keys = references.get().await?;
-    let committed_periods = match committed_periods {
-        Some(work) => Some(work.join().await?),
-        None => None,
-    };
     let judged =
         evaluate::evaluate_rules(baselined, rules, plan, (known_keys, committed_periods)).await?;
     summary.aggregates = judged.periods.clone();

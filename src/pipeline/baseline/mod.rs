@@ -37,7 +37,7 @@ use crate::config::contract::Contract;
 use crate::config::rules::{Completeness, Metric, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
-use crate::core::sql::{new_session, quote, register_table, sql_string};
+use crate::core::sql::{MemoryBudget, new_session, quote, register_table, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::evolve::read_with_current_schema;
 use crate::stage::Stage;
@@ -60,20 +60,37 @@ pub struct Baselined {
     pub missing: Option<Missing>,
 }
 
-/// Builds the baseline frame for `rows` of `contributor` against `silver`.
+/// The history a drop's rows are LAGged over, read but not yet joined: the
+/// drop's rows, their entities, and the committed rows of those entities.
+pub struct HistoryLoaded<'a> {
+    ctx: SessionContext,
+    contract: &'a Contract,
+    completeness: Option<&'a Completeness>,
+    contributor: &'a str,
+    prev: BTreeSet<String>,
+    rows: RecordBatch,
+    window: Option<(NaiveDate, NaiveDate)>,
+    entities: Entities,
+    history: History,
+    absent: Option<missing::Absent>,
+}
+
+/// Reads the history the baseline of `rows` of `contributor` needs from
+/// `silver`: the first half of the baseline, [`HistoryLoaded::lag`] the
+/// second (a run finishes its background work between the two, so that
+/// it does not add to the LAG's peak memory).
 ///
-/// With `completeness`, the same history pass finds the entities the drop
-/// leaves out ([`Missing`]), and every row gets its period's count
-/// (`_missing_entities`).
-pub async fn load_baseline(
-    (contract, expected): (&Contract, Option<Expected<'_>>),
+/// With `completeness`, the same history pass keeps the states of the
+/// entities the drop leaves out.
+pub async fn read_history<'a>(
+    (contract, expected): (&'a Contract, Option<Expected<'a>>),
     (rules, metrics): (&[&Rule], &[Metric]),
-    lookback_months: u32,
-    contributor: &str,
+    (lookback_months, budget): (u32, &MemoryBudget),
+    contributor: &'a str,
     rows: RecordBatch,
     silver: &Table,
-) -> Result<Baselined> {
-    let ctx = new_session();
+) -> Result<HistoryLoaded<'a>> {
+    let ctx = new_session(budget, Stage::Baseline)?;
     let window = order_window(contract, &rows, lookback_months)?;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules, metrics);
@@ -106,31 +123,63 @@ pub async fn load_baseline(
     };
     let history = read.read(&ctx, window, &mut absent).await?;
     tracing::debug!(rows = history.rows(), "history read");
-    let mut lagged = lag::lag(contract, &prev, contributor, &rows, &entities, &history)?;
-    tracing::debug!("lagged");
-    let missing = match (completeness, absent) {
-        (Some(completeness), Some(absent)) => {
-            let expectation = missing::Expectation {
-                contract,
-                completeness,
-                entities: &entities,
-                periods: drop_periods(&lagged)?,
-            };
-            let found = expectation.find(&ctx, &rows, &history, absent).await?;
-            lagged = with_missing_counts(&lagged, &found)?;
-            Some(found)
-        }
-        _ => None,
-    };
-    drop(history);
-    let frame = register_rows(&ctx, &lagged).await?;
-    Ok(Baselined {
+    Ok(HistoryLoaded {
         ctx,
-        rows: lagged,
-        frame,
+        contract,
+        completeness,
+        contributor,
+        prev,
+        rows,
         window,
-        missing,
+        entities,
+        history,
+        absent,
     })
+}
+
+impl HistoryLoaded<'_> {
+    /// The drop's rows with their previous state attached ([`lag`]) and,
+    /// with `[completeness]`, the missing entities and every row's count of
+    /// them (`_missing_entities`).
+    pub async fn lag(self) -> Result<Baselined> {
+        let HistoryLoaded {
+            ctx,
+            contract,
+            completeness,
+            contributor,
+            prev,
+            rows,
+            window,
+            entities,
+            history,
+            absent,
+        } = self;
+        let mut lagged = lag::lag(contract, &prev, contributor, &rows, &entities, &history)?;
+        tracing::debug!("lagged");
+        let missing = match (completeness, absent) {
+            (Some(completeness), Some(absent)) => {
+                let expectation = missing::Expectation {
+                    contract,
+                    completeness,
+                    entities: &entities,
+                    periods: drop_periods(&lagged)?,
+                };
+                let found = expectation.find(&ctx, &rows, &history, absent).await?;
+                lagged = with_missing_counts(&lagged, &found)?;
+                Some(found)
+            }
+            _ => None,
+        };
+        drop(history);
+        let frame = register_rows(&ctx, &lagged).await?;
+        Ok(Baselined {
+            ctx,
+            rows: lagged,
+            frame,
+            window,
+            missing,
+        })
+    }
 }
 
 /// The rows' periods (the transient period column), distinct and sorted.

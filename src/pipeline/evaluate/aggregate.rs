@@ -22,7 +22,7 @@ use super::metrics::{drop_metric_columns, metrics_by_period_sql};
 use crate::config::rules::Metric;
 use crate::config::rules::Rule;
 use crate::config::values::UNIX_EPOCH_FROM_CE;
-use crate::core::sql::{quote, register_frame, register_table};
+use crate::core::sql::{quote, register_frame, register_table, run_frame};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
 use crate::pipeline::evaluate::{Outcome, rule_failure};
@@ -113,7 +113,7 @@ async fn collect_sql(
     ctx: &datafusion::prelude::SessionContext,
     sql: &str,
 ) -> datafusion::error::Result<Vec<RecordBatch>> {
-    ctx.sql(sql).await?.collect().await
+    run_frame(ctx.sql(sql).await?).await
 }
 
 /// The metrics and aggregate rules measured together failed: measures each

@@ -31,8 +31,8 @@ use crate::config::contract::Contract;
 use crate::config::rules::{MISSING_ENTITIES_METRIC, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
-use crate::core::sql::new_session;
-use crate::core::sql::{quote, register_frame, sql_string};
+use crate::core::sql::{MemoryBudget, new_session};
+use crate::core::sql::{quote, register_frame, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
@@ -82,12 +82,13 @@ pub fn start_committed_periods(
     let silver = sources.silver.clone();
     let (dq_error, keep) = (sources.dq_error.clone(), sources.keep);
     let contract = plan.contract.clone();
+    let budget = plan.resources.clone();
     let missing = sources.missing;
     Ok(Some(Background::spawn(
         "measuring the committed periods",
         async move {
             let mut periods = months
-                .compute(&contract, &silver, (&dq_error, keep))
+                .compute((&contract, &budget), &silver, (&dq_error, keep))
                 .await?;
             if let Some(counts) = missing {
                 periods.batches = periods
@@ -133,11 +134,11 @@ impl ComparedMonths {
     /// kept, if `keep`).
     async fn compute(
         &self,
-        contract: &Contract,
+        (contract, budget): (&Contract, &MemoryBudget),
         silver: &Table,
         (dq_error, keep): (&Location, bool),
     ) -> Result<CommittedPeriods> {
-        let ctx = new_session();
+        let ctx = new_session(budget, Stage::Aggregate)?;
         register_history_source(&ctx, contract, silver).await?;
         let mut batches = Vec::with_capacity(self.months.len());
         for (month, rows_sql) in self.months.iter().zip(&self.rows_sql) {
@@ -172,8 +173,7 @@ impl ComparedMonths {
             .await
             .map_err(Error::query(Stage::Aggregate))?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
-        let batches = frame
-            .collect()
+        let batches = run_frame(frame)
             .await
             .map_err(Error::query(Stage::Aggregate))?;
         arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Aggregate))

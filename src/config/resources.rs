@@ -1,0 +1,100 @@
+//! The `[resources]` settings, validated: how much memory a run's queries
+//! may hold and where they spill past it.
+
+use std::path::Path;
+
+use bytesize::ByteSize;
+
+use crate::config::raw::ResourcesConfig;
+use crate::core::sql::MemoryBudget;
+
+/// `resources.memory_limit` when it is not set.
+pub const DEFAULT_MEMORY_LIMIT: &str = "1GiB";
+
+/// The smallest `resources.memory_limit` accepted: below it a query cannot
+/// hold even the batches it streams.
+const MIN_MEMORY_LIMIT: ByteSize = ByteSize::mib(16);
+
+/// The budget `raw` sets, or the problems of its settings, each naming the
+/// setting. A relative `scratch_dir` resolves against `base` (the config
+/// file's folder).
+pub fn check(raw: &ResourcesConfig, base: &Path, problems: &mut Vec<String>) -> MemoryBudget {
+    let text = raw.memory_limit.as_deref().unwrap_or(DEFAULT_MEMORY_LIMIT);
+    let bytes = match text.trim().parse::<ByteSize>() {
+        Ok(size) if size < MIN_MEMORY_LIMIT => {
+            problems.push(format!(
+                "resources.memory_limit: '{text}' is below the smallest budget, {MIN_MEMORY_LIMIT}"
+            ));
+            MIN_MEMORY_LIMIT
+        }
+        Ok(size) => size,
+        Err(e) => {
+            problems.push(format!(
+                "resources.memory_limit: '{}' is not a size ({e}; e.g. \"1GiB\", \"512MiB\")",
+                crate::error::printable(text)
+            ));
+            MIN_MEMORY_LIMIT
+        }
+    };
+    let scratch_dir = raw.scratch_dir.as_deref().map(str::trim).map(|dir| {
+        if dir.is_empty() {
+            problems.push("resources.scratch_dir: must not be empty".to_string());
+        }
+        base.join(dir)
+    });
+    MemoryBudget {
+        bytes: bytes.as_u64(),
+        scratch_dir,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(
+        memory_limit: Option<&str>,
+        scratch_dir: Option<&str>,
+    ) -> (MemoryBudget, Vec<String>) {
+        let raw = ResourcesConfig {
+            memory_limit: memory_limit.map(str::to_string),
+            scratch_dir: scratch_dir.map(str::to_string),
+        };
+        let mut problems = Vec::new();
+        let budget = check(&raw, Path::new("/etc/silverline"), &mut problems);
+        (budget, problems)
+    }
+
+    #[test]
+    fn sizes_read_in_binary_and_decimal_units_and_default_to_one_gib() {
+        assert_eq!(checked(None, None).0.bytes, 1 << 30);
+        assert_eq!(checked(Some("512MiB"), None).0.bytes, 512 << 20);
+        assert_eq!(checked(Some("2 GB"), None).0.bytes, 2_000_000_000);
+        let (budget, problems) = checked(None, Some("spill"));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            budget.scratch_dir.as_deref(),
+            Some(Path::new("/etc/silverline/spill"))
+        );
+        assert_eq!(
+            checked(None, Some("/scratch")).0.scratch_dir.as_deref(),
+            Some(Path::new("/scratch"))
+        );
+    }
+
+    #[test]
+    fn a_bad_or_tiny_size_and_an_empty_folder_are_named() {
+        let (_, problems) = checked(Some("lots"), None);
+        assert!(
+            problems[0].starts_with("resources.memory_limit: 'lots' is not a size"),
+            "{problems:?}"
+        );
+        let (_, problems) = checked(Some("1MiB"), None);
+        assert!(
+            problems[0].contains("below the smallest budget"),
+            "{problems:?}"
+        );
+        let (_, problems) = checked(None, Some(" "));
+        assert_eq!(problems, ["resources.scratch_dir: must not be empty"]);
+    }
+}

@@ -1,0 +1,93 @@
+//! `[resources] memory_limit`: a run whose queries need more than the budget
+//! spills them to the scratch folder and goes on, and judges, sets aside and
+//! commits exactly what a run with room does. Through the binary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+
+use std::path::{Path, PathBuf};
+
+use harness::{
+    committed_rows, month, output, project, put_drop, put_january, run_args, set_aside_accounts,
+    silverline, summary_of,
+};
+
+/// Accounts per month: their distinct count per period (a metric of the
+/// shipped config) needs several times the tight budget.
+const ACCOUNTS: usize = 200_000;
+
+/// The smallest budget a config may set.
+const TIGHT: &str = "16MiB";
+
+/// A project whose runs have `budget` (the default when `None`), with
+/// January committed and February run; the output of February's run.
+fn january_then_february(budget: Option<&str>) -> (tempfile::TempDir, PathBuf, String) {
+    let resources = budget.map(|limit| {
+        format!("\n[resources]\nmemory_limit = \"{limit}\"\nscratch_dir = \"../scratch\"\n")
+    });
+    let (tmp, config) = project(|text| match &resources {
+        Some(section) if text.contains("[dataset]") => text + section,
+        _ => text,
+    });
+    let root = tmp.path().to_path_buf();
+    let config_arg = config.to_str().unwrap();
+    let mut bank = put_january(&root, "BANK_M", ACCOUNTS);
+    silverline(&run_args(config_arg, "BANK_M", "2026-01")).success();
+    let mut february = bank.statements(month(2026, 2), false);
+    // A re-sent row: the engine's unique_key sets both aside.
+    february.push(february[7].clone());
+    put_drop(&root, "BANK_M", "2026-02", &february);
+    let run = silverline(&run_args(config_arg, "BANK_M", "2026-02")).success();
+    let text = output(&run);
+    (tmp, root, text)
+}
+
+/// Silver's rows (key and date), sorted.
+fn silver(root: &Path) -> Vec<Vec<String>> {
+    let table = root.join("data/warehouse/silver/credit_statements");
+    let mut rows = committed_rows(&table, &["account_id", "statement_date"]);
+    rows.sort();
+    rows
+}
+
+#[test]
+fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
+    let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT));
+    let (_roomy_dir, roomy, roomy_output) = january_then_february(None);
+
+    // The tight run spilled (the roomy one had no need to), into its scratch folder.
+    let spilled = "spilled to the scratch folder";
+    assert!(tight_output.contains(spilled), "{tight_output}");
+    assert!(!roomy_output.contains(spilled), "{roomy_output}");
+    assert!(tight.join("scratch").is_dir());
+
+    // The same books, rule by rule and period by period.
+    let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));
+    assert_eq!(a["counts"], b["counts"]);
+    assert_eq!(a["counts"]["received"], ACCOUNTS as u64 + 1);
+    assert_eq!(
+        a["counts"]["quarantined"].as_u64(),
+        Some(2),
+        "{}",
+        a["counts"]
+    );
+    assert_eq!(a["rules"], b["rules"]);
+    assert_eq!(a["aggregates"], b["aggregates"]);
+    let accounts = &a["aggregates"][0]["metrics"]["accounts"];
+    assert_eq!(
+        accounts.as_f64(),
+        Some(ACCOUNTS as f64),
+        "{}",
+        a["aggregates"]
+    );
+
+    // The same rows committed and set aside.
+    let committed = silver(&tight);
+    assert_eq!(committed.len(), 2 * ACCOUNTS - 1);
+    assert_eq!(committed, silver(&roomy));
+    assert_eq!(
+        set_aside_accounts(&tight, "quarantine"),
+        set_aside_accounts(&roomy, "quarantine")
+    );
+}
