@@ -6,6 +6,9 @@
 //! under several settings), timed from outside, with their peak RSS read from
 //! `/proc` while they run; each compared figure, the floor's too, is the
 //! median of three. A last, real run of the 12-month drop shows the commit.
+//! Then, optionally, larger drops (`--large`, one dry run each) and a
+//! backfill of monthly drops in one process (`--backfill-months`), in rows
+//! per second.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,8 +46,20 @@ pub struct Measure {
     pub stages: Vec<(String, u64)>,
 }
 
-/// Runs the benchmark with `accounts` accounts under `dir` and prints the figures.
-pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
+/// What the benchmark measures.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// Accounts in the monthly drop.
+    pub accounts: usize,
+    /// Larger drops measured too (one dry run each, 3 months of history).
+    pub large: Vec<usize>,
+    /// Monthly drops a measured backfill runs (0: none).
+    pub backfill_months: u32,
+}
+
+/// Runs the benchmark under `dir` and prints the figures.
+pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
+    let accounts = sizes.accounts;
     println!(
         "silverline bench: {accounts} accounts, embedded default, under {}",
         dir.display()
@@ -96,7 +111,56 @@ pub async fn run_bench(accounts: usize, dir: &Path) -> Result<()> {
         "peak RSS 36 months / 3 months       {:>8.2}",
         by_history[2].3.peak_rss as f64 / by_history[0].3.peak_rss.max(1) as f64
     );
+    let base = &by_history[0].3;
+    for &large in &sizes.large {
+        let ws = Workspace::create(&dir.join(format!("large-{large}"))).await?;
+        let drop_id = load_history(&ws, large, 3).await?;
+        let measure = measure_run(&ws, "credit_statements.toml", &drop_id, DRY_RUN)?;
+        print_measure(&format!("run, {large} accounts, 3 months"), large, &measure);
+        println!(
+            "  time / {accounts} accounts' time       {:>8.2} (rows x{:.0})",
+            ratio(measure.wall, base.wall),
+            large as f64 / accounts as f64
+        );
+    }
+    if sizes.backfill_months > 0 {
+        let ws = Workspace::create(&dir.join("backfill")).await?;
+        let (from, to) = put_monthly_drops(&ws, accounts, sizes.backfill_months).await?;
+        let measure = measure_backfill(&ws, (&from, &to))?;
+        let rows = accounts * sizes.backfill_months as usize;
+        print_measure(
+            &format!("backfill, {} monthly drops", sizes.backfill_months),
+            rows,
+            &measure,
+        );
+    }
     Ok(())
+}
+
+/// `months` monthly drops of `accounts` accounts put in bronze (nothing
+/// committed); the first and last drop ids.
+async fn put_monthly_drops(
+    ws: &Workspace,
+    accounts: usize,
+    months_count: u32,
+) -> Result<(String, String)> {
+    let mut portfolio = Portfolio::new(CONTRIBUTOR, accounts, false, 7);
+    let first = NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default();
+    let mut ids = Vec::new();
+    for month in months(first, months_count) {
+        let statements = portfolio.statements(month, false);
+        if ids.is_empty() {
+            ws.register_holders("bench", statements.iter().map(|r| r.holder.as_str()))
+                .await?;
+        }
+        let drop_id = month.format("%Y-%m").to_string();
+        ws.put_drop(CONTRIBUTOR, &drop_id, &statements).await?;
+        ids.push(drop_id);
+    }
+    match (ids.first(), ids.last()) {
+        (Some(from), Some(to)) => Ok((from.clone(), to.clone())),
+        _ => Err(Error::Internal("bench: no month to backfill".into())),
+    }
 }
 
 fn print_measure(label: &str, accounts: usize, measure: &Measure) {
@@ -230,16 +294,39 @@ fn median_run(ws: &Workspace, config: &str, drop_id: &str) -> Result<Measure> {
 
 /// Runs `silverline run` (with `--dry-run` if `dry_run`) as a child process and measures it.
 fn measure_run(ws: &Workspace, config: &str, drop_id: &str, dry_run: bool) -> Result<Measure> {
+    let mut args = vec!["run"];
+    args.extend(dry_run.then_some("--dry-run"));
+    args.extend(["--contributor", CONTRIBUTOR, "--drop", drop_id]);
+    measure_command(&ws.dir.join("config").join(config), &args)
+}
+
+/// Runs `silverline backfill` of the drops from `from` to `to` as a child
+/// process and measures it.
+fn measure_backfill(ws: &Workspace, (from, to): (&str, &str)) -> Result<Measure> {
+    let args = [
+        "backfill",
+        "--contributor",
+        CONTRIBUTOR,
+        "--from",
+        from,
+        "--to",
+        to,
+    ];
+    measure_command(&ws.dir.join("config/credit_statements.toml"), &args)
+}
+
+/// Runs `silverline <args> --config <config>` as a child process and measures it.
+fn measure_command(config: &Path, args: &[&str]) -> Result<Measure> {
     let exe = std::env::current_exe().map_err(|source| Error::Io {
         path: PathBuf::from("current_exe"),
         source,
     })?;
-    let config = ws.dir.join("config").join(config);
+    let config = config.to_path_buf();
     let started = Instant::now();
     let mut child = std::process::Command::new(exe)
-        .args(["--log-format", "json", "run"])
-        .args(dry_run.then_some("--dry-run"))
-        .args(["--contributor", CONTRIBUTOR, "--drop", drop_id, "--config"])
+        .args(["--log-format", "json"])
+        .args(args)
+        .arg("--config")
         .arg(&config)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -304,15 +391,22 @@ fn read_cpu_time(stat_path: &str) -> Option<Duration> {
 }
 
 fn stage_timings(stdout: &str) -> Vec<(String, u64)> {
-    let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("timings: ")) else {
-        return Vec::new();
-    };
-    line.split_whitespace()
-        .filter_map(|part| {
-            let (stage, ms) = part.split_once('=')?;
-            Some((stage.to_string(), ms.strip_suffix("ms")?.parse().ok()?))
-        })
-        .collect()
+    // A backfill prints one line per drop: each stage's times are summed.
+    let mut stages: Vec<(String, u64)> = Vec::new();
+    let timings = stdout.lines().filter_map(|l| l.strip_prefix("timings: "));
+    for part in timings.flat_map(str::split_whitespace) {
+        let Some((stage, ms)) = part.split_once('=') else {
+            continue;
+        };
+        let Some(ms) = ms.strip_suffix("ms").and_then(|ms| ms.parse::<u64>().ok()) else {
+            continue;
+        };
+        match stages.iter_mut().find(|(s, _)| s == stage) {
+            Some((_, total)) => *total += ms,
+            None => stages.push((stage.to_string(), ms)),
+        }
+    }
+    stages
 }
 
 /// The median of [`REPEATS`] floor measurements, as for the runs it is compared with.

@@ -215,6 +215,14 @@ pub enum Command {
         /// Working folder (removed and re-created).
         #[arg(long, default_value = "silverline-bench")]
         dir: PathBuf,
+        /// Larger drops also measured (a dry run each, with 3 months of
+        /// history), comma-separated: e.g. 5000000,20000000.
+        #[arg(long, value_delimiter = ',')]
+        large: Vec<usize>,
+        /// Monthly drops of `--accounts` the backfill measure runs in one
+        /// process (0: not measured).
+        #[arg(long, default_value_t = 12)]
+        backfill_months: u32,
     },
     /// Serve the workbench: open exceptions, each in full, the backlog, and the actions
     /// (ignore, correct, accept as is, replay) on a web page. Needs an access file (bearer
@@ -394,8 +402,18 @@ pub async fn run(cli: Cli) -> Result<u8> {
             crate::serve::serve(plan, options).await.map(|()| 0)
         }
         Command::Demo { dir } => crate::demo::run_demo(&dir).await.map(|()| 0),
-        Command::Bench { accounts, dir } => {
-            crate::bench::run_bench(accounts, &dir).await.map(|()| 0)
+        Command::Bench {
+            accounts,
+            dir,
+            large,
+            backfill_months,
+        } => {
+            let sizes = crate::bench::Sizes {
+                accounts,
+                large,
+                backfill_months,
+            };
+            crate::bench::run_bench(&sizes, &dir).await.map(|()| 0)
         }
         Command::Schema {
             document: SchemaDocument::Summary,
