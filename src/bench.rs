@@ -143,8 +143,8 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `months` monthly drops of `accounts` accounts put in bronze (nothing
-/// committed); the first and last drop ids.
+/// `months_count` monthly drops of `accounts` accounts put in bronze
+/// (nothing committed); the first and last drop ids.
 async fn put_monthly_drops(
     ws: &Workspace,
     accounts: usize,
@@ -350,18 +350,17 @@ fn measure_command(config: &Path, args: &[&str]) -> Result<Measure> {
         path: PathBuf::from("current_exe"),
         source,
     })?;
-    let config = config.to_path_buf();
     let started = Instant::now();
     let mut child = std::process::Command::new(exe)
         .args(["--log-format", "json"])
         .args(args)
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .map_err(|source| Error::Io {
-            path: config.clone(),
+            path: config.to_path_buf(),
             source,
         })?;
     let status_path = format!("/proc/{}/status", child.id());
@@ -375,7 +374,7 @@ fn measure_command(config: &Path, args: &[&str]) -> Result<Measure> {
             cpu = cpu.max(seen);
         }
         match child.try_wait().map_err(|source| Error::Io {
-            path: config.clone(),
+            path: config.to_path_buf(),
             source,
         })? {
             Some(_) => break,
@@ -384,7 +383,7 @@ fn measure_command(config: &Path, args: &[&str]) -> Result<Measure> {
     }
     let wall = started.elapsed();
     let output = child.wait_with_output().map_err(|source| Error::Io {
-        path: config.clone(),
+        path: config.to_path_buf(),
         source,
     })?;
     let stdout = String::from_utf8_lossy(&output.stdout);

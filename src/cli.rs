@@ -217,11 +217,11 @@ pub enum Command {
         dir: PathBuf,
         /// Larger drops also measured (a dry run each, with 3 months of
         /// history), comma-separated: e.g. 5000000,20000000.
-        #[arg(long, value_delimiter = ',')]
-        large: Vec<usize>,
-        /// Monthly drops of `--accounts` the backfill measure runs in one
-        /// process (0: not measured).
-        #[arg(long, default_value_t = 12)]
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+        large: Vec<u64>,
+        /// Monthly drops of `--accounts` a backfill runs in one process,
+        /// measured in rows per second (0: not measured).
+        #[arg(long, default_value_t = 0)]
         backfill_months: u32,
     },
     /// Serve the workbench: open exceptions, each in full, the backlog, and the actions
@@ -410,7 +410,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         } => {
             let sizes = crate::bench::Sizes {
                 accounts,
-                large,
+                large: large.into_iter().map(|n| n as usize).collect(),
                 backfill_months,
             };
             crate::bench::run_bench(&sizes, &dir).await.map(|()| 0)

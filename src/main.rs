@@ -35,12 +35,13 @@ fn main() {
 
 /// glibc gives each thread that allocates its own arena, and memory freed
 /// in one (the committed periods measured in the background, say) is not
-/// reused by another: a run's peak RSS rose by about 100 MiB per million
-/// accounts for it. One arena measured the same time on the bench and a
-/// lower peak (docs/performance.md). `MALLOC_ARENA_MAX`, when set, decides.
+/// reused by another: on the bench (2 cores) a 1M-account run peaked about
+/// 130 MiB higher for it, and one arena ran as fast (docs/performance.md).
+/// `MALLOC_ARENA_MAX` or a `glibc.malloc.arena_max` tunable, when set, decides.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn one_malloc_arena() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+    let tuned = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() && !tuned {
         // SAFETY: mallopt only sets a tunable of the allocator; it is called
         // before any other thread exists.
         unsafe {

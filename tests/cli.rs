@@ -335,7 +335,18 @@ fn bench_prints_the_run_the_floor_and_the_ratios() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("bench");
     let text = output(
-        &silverline(&["bench", "--accounts", "300", "--dir", dir.to_str().unwrap()]).success(),
+        &silverline(&[
+            "bench",
+            "--accounts",
+            "300",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--large",
+            "600",
+            "--backfill-months",
+            "2",
+        ])
+        .success(),
     );
     for label in [
         "3 months of history",
@@ -343,6 +354,9 @@ fn bench_prints_the_run_the_floor_and_the_ratios() {
         "36 months of history",
         "5x rules",
         "floor",
+        "run, 12 months, the month after",
+        "run, 600 accounts, 3 months",
+        "backfill, 2 monthly drops",
     ] {
         assert!(text.contains(label), "no '{label}' in {text}");
     }

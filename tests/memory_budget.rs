@@ -56,11 +56,10 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT));
     let (_roomy_dir, roomy, roomy_output) = january_then_february(None);
 
-    // The tight run spilled (the roomy one had no need to), into its scratch folder.
+    // The tight run spilled; the roomy one had no need to.
     let spilled = "spilled to the scratch folder";
     assert!(tight_output.contains(spilled), "{tight_output}");
     assert!(!roomy_output.contains(spilled), "{roomy_output}");
-    assert!(tight.join("scratch").is_dir());
 
     // The same books, rule by rule and period by period.
     let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));
@@ -90,4 +89,23 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
         set_aside_accounts(&tight, "quarantine"),
         set_aside_accounts(&roomy, "quarantine")
     );
+}
+
+#[test]
+fn a_scratch_folder_that_cannot_be_made_is_a_configuration_error() {
+    let (tmp, config) = project(|text| match text.contains("[dataset]") {
+        true => text + "\n[resources]\nscratch_dir = \"../taken/spill\"\n",
+        false => text,
+    });
+    // A file where the scratch folder's parent should be.
+    std::fs::write(tmp.path().join("taken"), "not a folder").unwrap();
+    put_january(tmp.path(), "BANK_M", 5);
+    let run = silverline(&run_args(config.to_str().unwrap(), "BANK_M", "2026-01")).code(2);
+    let text = output(&run);
+    assert!(
+        text.contains("resources.scratch_dir: cannot create or write") && text.contains("spill"),
+        "{text}"
+    );
+    // Refused before the claim: nothing was committed.
+    assert!(!tmp.path().join("data/warehouse").exists());
 }

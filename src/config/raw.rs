@@ -80,14 +80,25 @@ pub struct SilverlineConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResourcesConfig {
-    /// What the run's queries (joins, aggregates, sorts) may hold, e.g.
-    /// `"1GiB"` or `"512MiB"`; past it they spill to `scratch_dir`. Default: `"1GiB"`.
+    /// What the run's queries (joins, aggregates, sorts) may hold together,
+    /// e.g. `"1GiB"` or `"512MiB"` (`"1GB"` is 10^9 bytes), or a number of
+    /// bytes; past it they spill to `scratch_dir`. Default: `"1GiB"`.
     #[serde(default)]
-    pub memory_limit: Option<String>,
+    pub memory_limit: Option<Size>,
     /// Where queries spill, relative to this file's folder. Default: the
     /// system's temporary folder (`TMPDIR`).
     #[serde(default)]
     pub scratch_dir: Option<String>,
+}
+
+/// A size: text with a unit (`"512MiB"`) or a number of bytes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    /// A number of bytes.
+    Bytes(u64),
+    /// A size with its unit.
+    Text(String),
 }
 
 /// The exception store: an Iceberg table of status events of the rows set aside.

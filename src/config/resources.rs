@@ -5,7 +5,7 @@ use std::path::Path;
 
 use bytesize::ByteSize;
 
-use crate::config::raw::ResourcesConfig;
+use crate::config::raw::{ResourcesConfig, Size};
 use crate::core::sql::MemoryBudget;
 
 /// `resources.memory_limit` when it is not set.
@@ -19,19 +19,29 @@ const MIN_MEMORY_LIMIT: ByteSize = ByteSize::mib(16);
 /// setting. A relative `scratch_dir` resolves against `base` (the config
 /// file's folder).
 pub fn check(raw: &ResourcesConfig, base: &Path, problems: &mut Vec<String>) -> MemoryBudget {
-    let text = raw.memory_limit.as_deref().unwrap_or(DEFAULT_MEMORY_LIMIT);
-    let bytes = match text.trim().parse::<ByteSize>() {
+    let size = match &raw.memory_limit {
+        None => DEFAULT_MEMORY_LIMIT.parse::<ByteSize>(),
+        Some(Size::Bytes(bytes)) => Ok(ByteSize::b(*bytes)),
+        Some(Size::Text(text)) => text.trim().parse::<ByteSize>(),
+    };
+    let shown = || match &raw.memory_limit {
+        Some(Size::Text(text)) => crate::error::printable(text.trim()),
+        Some(Size::Bytes(bytes)) => bytes.to_string(),
+        None => DEFAULT_MEMORY_LIMIT.to_string(),
+    };
+    let bytes = match size {
         Ok(size) if size < MIN_MEMORY_LIMIT => {
             problems.push(format!(
-                "resources.memory_limit: '{text}' is below the smallest budget, {MIN_MEMORY_LIMIT}"
+                "resources.memory_limit: '{}' is below the smallest budget, {MIN_MEMORY_LIMIT}",
+                shown()
             ));
             MIN_MEMORY_LIMIT
         }
         Ok(size) => size,
-        Err(e) => {
+        Err(_) => {
             problems.push(format!(
-                "resources.memory_limit: '{}' is not a size ({e}; e.g. \"1GiB\", \"512MiB\")",
-                crate::error::printable(text)
+                "resources.memory_limit: '{}' is not a size (e.g. \"1GiB\", \"512MiB\", or bytes)",
+                shown()
             ));
             MIN_MEMORY_LIMIT
         }
@@ -39,6 +49,11 @@ pub fn check(raw: &ResourcesConfig, base: &Path, problems: &mut Vec<String>) -> 
     let scratch_dir = raw.scratch_dir.as_deref().map(str::trim).map(|dir| {
         if dir.is_empty() {
             problems.push("resources.scratch_dir: must not be empty".to_string());
+        } else if dir.contains("://") {
+            problems.push(format!(
+                "resources.scratch_dir: '{}' is not a local folder (spills go to local disk)",
+                crate::error::printable(dir)
+            ));
         }
         base.join(dir)
     });
@@ -57,7 +72,7 @@ mod tests {
         scratch_dir: Option<&str>,
     ) -> (MemoryBudget, Vec<String>) {
         let raw = ResourcesConfig {
-            memory_limit: memory_limit.map(str::to_string),
+            memory_limit: memory_limit.map(|text| Size::Text(text.to_string())),
             scratch_dir: scratch_dir.map(str::to_string),
         };
         let mut problems = Vec::new();
@@ -96,5 +111,21 @@ mod tests {
         );
         let (_, problems) = checked(None, Some(" "));
         assert_eq!(problems, ["resources.scratch_dir: must not be empty"]);
+        let (_, problems) = checked(None, Some("s3://bucket/spill"));
+        assert!(
+            problems[0].contains("is not a local folder"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_size_in_bytes_reads_as_bytes() {
+        let raw = ResourcesConfig {
+            memory_limit: Some(Size::Bytes(1 << 30)),
+            scratch_dir: None,
+        };
+        let mut problems = Vec::new();
+        assert_eq!(check(&raw, Path::new("."), &mut problems).bytes, 1 << 30);
+        assert!(problems.is_empty(), "{problems:?}");
     }
 }

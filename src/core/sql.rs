@@ -12,7 +12,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::datasource::MemTable;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::FairSpillPool;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -29,33 +29,66 @@ pub struct MemoryBudget {
     pub scratch_dir: Option<PathBuf>,
 }
 
-/// A session with silverline's settings, its queries held to `budget`:
-/// past it, the operators that can spill (aggregates, sorts) spill to its
-/// scratch folder, and those that cannot stop with "resources exhausted".
-pub(crate) fn new_session(budget: &MemoryBudget, stage: Stage) -> Result<SessionContext> {
-    let disk = match &budget.scratch_dir {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-                path: dir.clone(),
-                source,
-            })?;
-            DiskManagerMode::Directories(vec![dir.clone()])
-        }
-        None => DiskManagerMode::OsTmpDirectory,
-    };
-    let pool = usize::try_from(budget.bytes).unwrap_or(usize::MAX);
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_pool(Arc::new(FairSpillPool::new(pool)))
-        .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(disk))
-        .build_arc()
-        .map_err(Error::query(stage))?;
+/// The memory every session of one run shares: one spilling pool of the
+/// budget and one disk manager in its scratch folder, so that the run's
+/// queries together, not each session, are held to the budget.
+#[derive(Clone)]
+pub(crate) struct QueryMemory {
+    runtime: Arc<RuntimeEnv>,
+    /// What a spilling operator holds back to merge its spills.
+    merge_reservation: usize,
+}
+
+impl QueryMemory {
+    /// The run's pool and disk manager for `budget`. A scratch folder that
+    /// cannot be created or written is a problem of `resources.scratch_dir`,
+    /// named with the folder (no retry would help).
+    pub(crate) fn new(budget: &MemoryBudget) -> std::result::Result<QueryMemory, String> {
+        let disk = match &budget.scratch_dir {
+            Some(dir) => {
+                writable_folder(dir).map_err(|e| {
+                    format!(
+                        "resources.scratch_dir: cannot create or write {}: {e}",
+                        dir.display()
+                    )
+                })?;
+                DiskManagerMode::Directories(vec![dir.clone()])
+            }
+            None => DiskManagerMode::OsTmpDirectory,
+        };
+        let pool = usize::try_from(budget.bytes).unwrap_or(usize::MAX);
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(FairSpillPool::new(pool)))
+            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(disk))
+            .build_arc()
+            .map_err(|e| format!("resources.scratch_dir: the spill folder cannot be made: {e}"))?;
+        Ok(QueryMemory {
+            runtime,
+            // DataFusion's 10 MiB, or a sixteenth of a smaller budget: with
+            // 10 MiB per core, a small budget could not merge what it spilled.
+            merge_reservation: (pool / 16).min(SORT_SPILL_RESERVATION),
+        })
+    }
+}
+
+/// Creates `dir` if missing and checks that a folder can be made in it (as
+/// the disk manager makes one per run).
+fn writable_folder(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    tempfile::Builder::new()
+        .prefix("silverline-probe-")
+        .tempdir_in(dir)?
+        .close()
+}
+
+/// A session with silverline's settings, its queries held to the run's
+/// `memory`: past it, the operators that can spill (aggregates, sorts)
+/// spill to its scratch folder, and those that cannot stop with
+/// "resources exhausted".
+pub(crate) fn new_session(memory: &QueryMemory) -> SessionContext {
     let mut config = session_config();
-    // What a spilling operator holds back to merge its spills: DataFusion's
-    // 10 MiB, or a sixteenth of a smaller budget (with 10 MiB per core, a
-    // small budget could not merge what it spilled).
-    config.options_mut().execution.sort_spill_reservation_bytes =
-        (pool / 16).min(SORT_SPILL_RESERVATION);
-    Ok(SessionContext::new_with_config_rt(config, runtime))
+    config.options_mut().execution.sort_spill_reservation_bytes = memory.merge_reservation;
+    SessionContext::new_with_config_rt(config, memory.runtime.clone())
 }
 
 /// DataFusion's default reservation for merging spills.
@@ -110,7 +143,7 @@ pub(crate) async fn run_frame(frame: DataFrame) -> datafusion::error::Result<Vec
         tracing::info!(
             spills,
             spilled_bytes,
-            "a query spilled to the scratch folder: it needed more than [resources] memory_limit"
+            "a query spilled to the scratch folder: an operator passed its share of [resources] memory_limit"
         );
     }
     Ok(batches)

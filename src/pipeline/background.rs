@@ -25,7 +25,8 @@ impl<T: Send + 'static> Background<T> {
         let started = std::time::Instant::now();
         let timed = async move {
             let done = work.await;
-            tracing::debug!(ms = started.elapsed().as_millis() as u64, "{what}: done");
+            let ms = started.elapsed().as_millis() as u64;
+            tracing::debug!(ms, ok = done.is_ok(), "{what}: done");
             done
         };
         Background {

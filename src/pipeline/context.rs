@@ -9,6 +9,7 @@ use iceberg::table::Table;
 
 use crate::config::Plan;
 use crate::core::drop::DropRef;
+use crate::core::sql::QueryMemory;
 use crate::error::{Error, Result};
 use crate::infra::catalog::{
     connect, connect_for_dry_run, load_or_create_silver, load_silver_if_any, table_creation,
@@ -36,6 +37,8 @@ pub(crate) struct Context<'a> {
     /// What the contract changed in Silver's schema as the run opened it
     /// (for a dry run: would change).
     pub(crate) evolution: Option<SchemaEvolution>,
+    /// The memory pool and spill folder the run's queries share.
+    pub(crate) memory: QueryMemory,
 }
 
 /// Opens everything a run of `drop` needs, evolving Silver's schema to the
@@ -47,6 +50,10 @@ pub(super) async fn open<'a>(
     drop: &'a DropRef,
     dry_run: bool,
 ) -> Result<Context<'a>> {
+    let memory = QueryMemory::new(&plan.resources).map_err(|problem| Error::ConfigInvalid {
+        path: plan.source.clone(),
+        problems: vec![problem],
+    })?;
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
@@ -80,6 +87,7 @@ pub(super) async fn open<'a>(
         catalog,
         silver: table,
         evolution,
+        memory,
     })
 }
 

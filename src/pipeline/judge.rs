@@ -97,6 +97,7 @@ pub(super) async fn judge_and_write(
             dq_error: &context.dq_error,
             keep: !options.dry_run,
             missing: recorded.as_ref().map(|r| r.by_period.clone()),
+            memory: context.memory.clone(),
         },
     )?;
     // The record keys the drop declares, kept for the exception store once
@@ -113,7 +114,7 @@ pub(super) async fn judge_and_write(
     let loaded = baseline::read_history(
         (&plan.contract, expected),
         (rules, &plan.metrics),
-        (plan.lookback_months, &plan.resources),
+        (plan.lookback_months, &context.memory),
         contributor,
         batch.rows.clone(),
         silver,

@@ -37,7 +37,7 @@ use crate::config::contract::Contract;
 use crate::config::rules::{Completeness, Metric, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
-use crate::core::sql::{MemoryBudget, new_session, quote, register_table, sql_string};
+use crate::core::sql::{QueryMemory, new_session, quote, register_table, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::evolve::read_with_current_schema;
 use crate::stage::Stage;
@@ -62,7 +62,7 @@ pub struct Baselined {
 
 /// The history a drop's rows are LAGged over, read but not yet joined: the
 /// drop's rows, their entities, and the committed rows of those entities.
-pub struct HistoryLoaded<'a> {
+pub(crate) struct HistoryLoaded<'a> {
     ctx: SessionContext,
     contract: &'a Contract,
     completeness: Option<&'a Completeness>,
@@ -82,15 +82,15 @@ pub struct HistoryLoaded<'a> {
 ///
 /// With `completeness`, the same history pass keeps the states of the
 /// entities the drop leaves out.
-pub async fn read_history<'a>(
+pub(crate) async fn read_history<'a>(
     (contract, expected): (&'a Contract, Option<Expected<'a>>),
     (rules, metrics): (&[&Rule], &[Metric]),
-    (lookback_months, budget): (u32, &MemoryBudget),
+    (lookback_months, memory): (u32, &QueryMemory),
     contributor: &'a str,
     rows: RecordBatch,
     silver: &Table,
 ) -> Result<HistoryLoaded<'a>> {
-    let ctx = new_session(budget, Stage::Baseline)?;
+    let ctx = new_session(memory);
     let window = order_window(contract, &rows, lookback_months)?;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules, metrics);
@@ -141,7 +141,7 @@ impl HistoryLoaded<'_> {
     /// The drop's rows with their previous state attached ([`lag`]) and,
     /// with `[completeness]`, the missing entities and every row's count of
     /// them (`_missing_entities`).
-    pub async fn lag(self) -> Result<Baselined> {
+    pub(crate) async fn lag(self) -> Result<Baselined> {
         let HistoryLoaded {
             ctx,
             contract,

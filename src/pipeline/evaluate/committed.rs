@@ -31,7 +31,7 @@ use crate::config::contract::Contract;
 use crate::config::rules::{MISSING_ENTITIES_METRIC, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
-use crate::core::sql::{MemoryBudget, new_session};
+use crate::core::sql::{QueryMemory, new_session};
 use crate::core::sql::{quote, register_frame, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
@@ -60,6 +60,8 @@ pub struct CommittedSources<'a> {
     /// With `[completeness]`: how many entities the exception store recorded
     /// missing from each period, each committed period's `missing_entities`.
     pub missing: Option<BTreeMap<String, u64>>,
+    /// The run's memory pool, which the measuring shares.
+    pub(crate) memory: QueryMemory,
 }
 
 /// Starts computing, in the background, the committed periods the drop's
@@ -82,13 +84,13 @@ pub fn start_committed_periods(
     let silver = sources.silver.clone();
     let (dq_error, keep) = (sources.dq_error.clone(), sources.keep);
     let contract = plan.contract.clone();
-    let budget = plan.resources.clone();
+    let memory = sources.memory;
     let missing = sources.missing;
     Ok(Some(Background::spawn(
         "measuring the committed periods",
         async move {
             let mut periods = months
-                .compute((&contract, &budget), &silver, (&dq_error, keep))
+                .compute((&contract, &memory), &silver, (&dq_error, keep))
                 .await?;
             if let Some(counts) = missing {
                 periods.batches = periods
@@ -134,11 +136,11 @@ impl ComparedMonths {
     /// kept, if `keep`).
     async fn compute(
         &self,
-        (contract, budget): (&Contract, &MemoryBudget),
+        (contract, memory): (&Contract, &QueryMemory),
         silver: &Table,
         (dq_error, keep): (&Location, bool),
     ) -> Result<CommittedPeriods> {
-        let ctx = new_session(budget, Stage::Aggregate)?;
+        let ctx = new_session(memory);
         register_history_source(&ctx, contract, silver).await?;
         let mut batches = Vec::with_capacity(self.months.len());
         for (month, rows_sql) in self.months.iter().zip(&self.rows_sql) {
