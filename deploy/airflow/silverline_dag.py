@@ -418,8 +418,8 @@ with DAG(
             k8s.V1VolumeMount(name="tmp", mount_path="/tmp"),
         ],
         container_resources=k8s.V1ResourceRequirements(
-            requests={"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"},
-            limits={"cpu": "1", "memory": "1Gi", "ephemeral-storage": "2Gi"},
+            requests={"cpu": "1", "memory": "2Gi", "ephemeral-storage": "1Gi"},
+            limits={"cpu": "1", "memory": "2Gi", "ephemeral-storage": "2Gi"},
         ),
         security_context=k8s.V1PodSecurityContext(
             run_as_non_root=True,
