@@ -8,15 +8,16 @@
 //! millions of one-row partitions spend their time slicing arrays, while this
 //! groups rows by an encoded entity key and sorts plain integers.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use super::{Entities, History};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, StringArray, new_null_array,
+    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, StringArray, StringBuilder,
+    new_null_array,
 };
-use arrow::compute::{cast, concat, interleave};
+use arrow::compute::{cast, interleave};
 use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, NaiveDate};
@@ -59,9 +60,9 @@ pub(super) fn lag(
     entities: &Entities,
     history: &History,
 ) -> Result<RecordBatch> {
-    let committed = HistoryColumns::new(prev, &history.batches)?;
+    let committed = HistoryColumns::new(&history.batches);
     let drop_order = dates(column(rows, &contract.order_column)?)?;
-    let history_order = dates(&committed.column(&contract.order_column)?)?;
+    let history_order = committed.dates(&contract.order_column)?;
     let members = sorted_members(
         entities.count(),
         (entities.of_rows(), &drop_order),
@@ -70,11 +71,10 @@ pub(super) fn lag(
     let links = link(&members, rows.num_rows());
 
     let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 5);
-    let sources = previous_sources(&links.previous);
+    let sources = previous_sources(&links.previous, &committed);
     for name in prev {
         let current = column(rows, name)?;
-        let committed_values = cast(&committed.column(name)?, current.data_type())
-            .map_err(Error::arrow(Stage::Baseline))?;
+        let committed_values = committed.column(name, current.data_type())?;
         let previous = previous_values(current, &committed_values, &sources)?;
         extra.push((
             Field::new(prev_column(name), current.data_type().clone(), true),
@@ -91,7 +91,7 @@ pub(super) fn lag(
         (HAS_BASELINE, Arc::new(has_baseline)),
         (
             DROP_CONTRIBUTOR,
-            Arc::new(StringArray::from(vec![contributor; rows.num_rows()])),
+            Arc::new(repeated(contributor, rows.num_rows())),
         ),
         (PERIOD, Arc::new(month_starts(&drop_order))),
     ];
@@ -103,39 +103,53 @@ pub(super) fn lag(
     with_columns(rows, extra, Stage::Baseline)
 }
 
-/// The history columns the LAG reads (the `prev` columns, the order column
-/// among them), each concatenated over the history batches once; the entity
-/// of each history row is already known.
-struct HistoryColumns {
-    columns: HashMap<String, ArrayRef>,
+/// The history batches the LAG reads its previous values from, never
+/// concatenated: `interleave` picks the values straight out of them (a
+/// concatenated copy of the history's columns was the LAG's largest
+/// allocation). History rows are numbered across the batches, in order.
+struct HistoryColumns<'h> {
+    batches: &'h [RecordBatch],
+    /// The number of the first row of each batch.
+    starts: Vec<usize>,
 }
 
-impl HistoryColumns {
-    fn new(prev: &BTreeSet<String>, batches: &[RecordBatch]) -> Result<HistoryColumns> {
-        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        let columns = prev
+impl<'h> HistoryColumns<'h> {
+    fn new(batches: &'h [RecordBatch]) -> HistoryColumns<'h> {
+        let starts = batches
             .iter()
-            .map(|name| {
-                if rows == 0 {
-                    return Ok((name.clone(), new_null_array(&DataType::Null, 0)));
-                }
-                let parts = batches
-                    .iter()
-                    .map(|b| column(b, name).map(|c| c.as_ref()))
-                    .collect::<Result<Vec<&dyn Array>>>()?;
-                let joined = concat(&parts).map_err(Error::arrow(Stage::Baseline))?;
-                Ok((name.clone(), joined))
+            .scan(0, |next, batch| {
+                let start = *next;
+                *next += batch.num_rows();
+                Some(start)
             })
-            .collect::<Result<_>>()?;
-        Ok(HistoryColumns { columns })
+            .collect();
+        HistoryColumns { batches, starts }
     }
 
-    /// One column over every history batch (an empty, untyped array when there is no history).
-    fn column(&self, name: &str) -> Result<ArrayRef> {
-        self.columns
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::Internal(format!("baseline: history column {name} not read")))
+    /// The batch history row `row` is in, and its row in that batch.
+    fn locate(&self, row: usize) -> (usize, usize) {
+        let batch = self.starts.partition_point(|start| *start <= row) - 1;
+        (batch, row - self.starts[batch])
+    }
+
+    /// One column of every batch, as `data_type` (the drop's type of it).
+    fn column(&self, name: &str, data_type: &DataType) -> Result<Vec<ArrayRef>> {
+        self.batches
+            .iter()
+            .map(|batch| {
+                cast(column(batch, name)?, data_type).map_err(Error::arrow(Stage::Baseline))
+            })
+            .collect()
+    }
+
+    /// The order column's dates over every batch.
+    fn dates(&self, order_column: &str) -> Result<Vec<i32>> {
+        let rows = self.batches.iter().map(RecordBatch::num_rows).sum();
+        let mut all = Vec::with_capacity(rows);
+        for batch in self.batches {
+            all.extend(dates(column(batch, order_column)?)?);
+        }
+        Ok(all)
     }
 }
 
@@ -259,14 +273,21 @@ fn link(members: &[Member], drop_rows: usize) -> Links {
 }
 
 /// Where each drop row's previous value is, as `interleave` indices over
-/// (the drop's column, the history's column, a null).
-fn previous_sources(previous: &[Option<Previous>]) -> Vec<(usize, usize)> {
+/// (the drop's column, each history batch's column, a null).
+fn previous_sources(
+    previous: &[Option<Previous>],
+    history: &HistoryColumns<'_>,
+) -> Vec<(usize, usize)> {
+    let null = 1 + history.batches.len();
     previous
         .iter()
         .map(|p| match p {
             Some(Previous::Drop(i)) => (0, *i),
-            Some(Previous::History(i)) => (1, *i),
-            None => (2, 0),
+            Some(Previous::History(i)) => {
+                let (batch, row) = history.locate(*i);
+                (1 + batch, row)
+            }
+            None => (null, 0),
         })
         .collect()
 }
@@ -274,12 +295,24 @@ fn previous_sources(previous: &[Option<Previous>]) -> Vec<(usize, usize)> {
 /// The previous value of one column for every drop row.
 fn previous_values(
     current: &ArrayRef,
-    committed: &ArrayRef,
+    committed: &[ArrayRef],
     sources: &[(usize, usize)],
 ) -> Result<ArrayRef> {
     let none = new_null_array(current.data_type(), 1);
-    let arrays: [&dyn Array; 3] = [current.as_ref(), committed.as_ref(), none.as_ref()];
+    let arrays: Vec<&dyn Array> = std::iter::once(current.as_ref())
+        .chain(committed.iter().map(AsRef::as_ref))
+        .chain(std::iter::once(none.as_ref()))
+        .collect();
     interleave(&arrays, sources).map_err(Error::arrow(Stage::Baseline))
+}
+
+/// `value` `rows` times, its buffers allocated once at their exact size.
+fn repeated(value: &str, rows: usize) -> StringArray {
+    let mut builder = StringBuilder::with_capacity(rows, rows * value.len());
+    for _ in 0..rows {
+        builder.append_value(value);
+    }
+    builder.finish()
 }
 
 /// The first day of each date's month (null for a null date).
@@ -301,4 +334,41 @@ fn month_starts(days: &[i32]) -> Date32Array {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(values: Vec<i32>) -> RecordBatch {
+        let array: ArrayRef = Arc::new(arrow::array::Int32Array::from(values));
+        RecordBatch::try_from_iter([("v", array)]).unwrap()
+    }
+
+    #[test]
+    fn previous_values_come_from_the_right_history_batch() {
+        // History rows 0-1, 2-4 and 5, in three batches, read as Int32 and
+        // cast to the drop's Int64.
+        let batches = [batch(vec![1, 2]), batch(vec![3, 4, 5]), batch(vec![6])];
+        let history = HistoryColumns::new(&batches);
+        assert_eq!(
+            [0, 1, 2, 4, 5].map(|row| history.locate(row)),
+            [(0, 0), (0, 1), (1, 0), (1, 2), (2, 0)]
+        );
+        let previous = [
+            Some(Previous::History(0)),
+            Some(Previous::History(4)),
+            Some(Previous::History(5)),
+            Some(Previous::Drop(0)),
+            None,
+            Some(Previous::History(2)),
+        ];
+        let current: ArrayRef = Arc::new(Int64Array::from(vec![100, 200, 300, 400, 500, 600]));
+        let committed = history.column("v", &DataType::Int64).unwrap();
+        let sources = previous_sources(&previous, &history);
+        let values = previous_values(&current, &committed, &sources).unwrap();
+        let values = values.as_any().downcast_ref::<Int64Array>().unwrap();
+        let got: Vec<Option<i64>> = values.iter().collect();
+        assert_eq!(got, [Some(1), Some(5), Some(6), Some(100), None, Some(3)]);
+    }
 }
