@@ -58,36 +58,48 @@ pub(super) fn lag(
     contributor: &str,
     rows: &RecordBatch,
     entities: &Entities,
-    history: &History,
+    history: History,
 ) -> Result<RecordBatch> {
-    let committed = HistoryColumns::new(&history.batches);
+    let History {
+        batches,
+        entities: history_entities,
+    } = history;
+    let mut committed = HistoryColumns::new(batches, prev)?;
     let drop_order = dates(column(rows, &contract.order_column)?)?;
-    let history_order = committed.dates(&contract.order_column)?;
-    let members = sorted_members(
-        entities.count(),
-        (entities.of_rows(), &drop_order),
-        (&history.entities, &history_order),
-    )?;
-    let links = link(&members, rows.num_rows());
+    let Links {
+        previous,
+        occurrences,
+        committed: committed_rows,
+    } = {
+        let history_order = committed.dates(&contract.order_column)?;
+        let members = sorted_members(
+            entities.count(),
+            (entities.of_rows(), &drop_order),
+            (&history_entities, &history_order),
+        )?;
+        drop(history_entities);
+        link(&members, rows.num_rows())
+    };
+    let sources = previous_sources(&previous, &committed);
+    let has_baseline: BooleanArray = previous.iter().map(|p| Some(p.is_some())).collect();
+    drop(previous);
 
     let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 5);
-    let sources = previous_sources(&links.previous, &committed);
     for name in prev {
         let current = column(rows, name)?;
-        let committed_values = committed.column(name, current.data_type())?;
+        // Taken out of the history as it is read, so that the history
+        // shrinks while the previous values grow.
+        let committed_values = committed.take(name, current.data_type())?;
         let previous = previous_values(current, &committed_values, &sources)?;
         extra.push((
             Field::new(prev_column(name), current.data_type().clone(), true),
             previous,
         ));
     }
-    let has_baseline: BooleanArray = links.previous.iter().map(|p| Some(p.is_some())).collect();
+    drop(sources);
     let flags: [(&str, ArrayRef); 5] = [
-        (
-            KEY_OCCURRENCES,
-            Arc::new(Int64Array::from(links.occurrences)),
-        ),
-        (KEY_COMMITTED, Arc::new(Int64Array::from(links.committed))),
+        (KEY_OCCURRENCES, Arc::new(Int64Array::from(occurrences))),
+        (KEY_COMMITTED, Arc::new(Int64Array::from(committed_rows))),
         (HAS_BASELINE, Arc::new(has_baseline)),
         (
             DROP_CONTRIBUTOR,
@@ -107,14 +119,17 @@ pub(super) fn lag(
 /// concatenated: `interleave` picks the values straight out of them (a
 /// concatenated copy of the history's columns was the LAG's largest
 /// allocation). History rows are numbered across the batches, in order.
-struct HistoryColumns<'h> {
-    batches: &'h [RecordBatch],
+struct HistoryColumns {
+    /// The batches, holding only the columns not yet taken.
+    batches: Vec<RecordBatch>,
     /// The number of the first row of each batch.
     starts: Vec<usize>,
 }
 
-impl<'h> HistoryColumns<'h> {
-    fn new(batches: &'h [RecordBatch]) -> HistoryColumns<'h> {
+impl HistoryColumns {
+    /// The `prev` columns of `batches`; the others (the entity key) are
+    /// freed.
+    fn new(batches: Vec<RecordBatch>, prev: &BTreeSet<String>) -> Result<HistoryColumns> {
         let starts = batches
             .iter()
             .scan(0, |next, batch| {
@@ -123,7 +138,24 @@ impl<'h> HistoryColumns<'h> {
                 Some(start)
             })
             .collect();
-        HistoryColumns { batches, starts }
+        let batches = batches
+            .into_iter()
+            .map(|batch| {
+                let schema = batch.schema();
+                let indices = prev
+                    .iter()
+                    .map(|name| {
+                        schema.index_of(name).map_err(|_| {
+                            Error::Internal(format!("baseline: column {name} is missing"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                batch
+                    .project(&indices)
+                    .map_err(Error::arrow(Stage::Baseline))
+            })
+            .collect::<Result<_>>()?;
+        Ok(HistoryColumns { batches, starts })
     }
 
     /// The batch history row `row` is in, and its row in that batch.
@@ -132,12 +164,16 @@ impl<'h> HistoryColumns<'h> {
         (batch, row - self.starts[batch])
     }
 
-    /// One column of every batch, as `data_type` (the drop's type of it).
-    fn column(&self, name: &str, data_type: &DataType) -> Result<Vec<ArrayRef>> {
+    /// One column of every batch, as `data_type` (the drop's type of it),
+    /// taken out of the batches.
+    fn take(&mut self, name: &str, data_type: &DataType) -> Result<Vec<ArrayRef>> {
         self.batches
-            .iter()
+            .iter_mut()
             .map(|batch| {
-                cast(column(batch, name)?, data_type).map_err(Error::arrow(Stage::Baseline))
+                let index = batch.schema().index_of(name).map_err(|_| {
+                    Error::Internal(format!("baseline: history column {name} taken twice"))
+                })?;
+                cast(&batch.remove_column(index), data_type).map_err(Error::arrow(Stage::Baseline))
             })
             .collect()
     }
@@ -146,11 +182,19 @@ impl<'h> HistoryColumns<'h> {
     fn dates(&self, order_column: &str) -> Result<Vec<i32>> {
         let rows = self.batches.iter().map(RecordBatch::num_rows).sum();
         let mut all = Vec::with_capacity(rows);
-        for batch in self.batches {
+        for batch in &self.batches {
             all.extend(dates(column(batch, order_column)?)?);
         }
         Ok(all)
     }
+}
+
+/// The drop's periods (the first days of its order column's months),
+/// distinct and sorted.
+pub(super) fn periods(contract: &Contract, rows: &RecordBatch) -> Result<Vec<i32>> {
+    let starts = month_starts(&dates(column(rows, &contract.order_column)?)?);
+    let distinct: BTreeSet<i32> = starts.iter().flatten().collect();
+    Ok(distinct.into_iter().collect())
 }
 
 fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef> {
@@ -276,7 +320,7 @@ fn link(members: &[Member], drop_rows: usize) -> Links {
 /// (the drop's column, each history batch's column, a null).
 fn previous_sources(
     previous: &[Option<Previous>],
-    history: &HistoryColumns<'_>,
+    history: &HistoryColumns,
 ) -> Vec<(usize, usize)> {
     let null = 1 + history.batches.len();
     previous
@@ -350,7 +394,8 @@ mod tests {
         // History rows 0-1, 2-4 and 5, in three batches, read as Int32 and
         // cast to the drop's Int64.
         let batches = [batch(vec![1, 2]), batch(vec![3, 4, 5]), batch(vec![6])];
-        let history = HistoryColumns::new(&batches);
+        let prev = BTreeSet::from(["v".to_string()]);
+        let mut history = HistoryColumns::new(batches.to_vec(), &prev).unwrap();
         assert_eq!(
             [0, 1, 2, 4, 5].map(|row| history.locate(row)),
             [(0, 0), (0, 1), (1, 0), (1, 2), (2, 0)]
@@ -364,8 +409,8 @@ mod tests {
             Some(Previous::History(2)),
         ];
         let current: ArrayRef = Arc::new(Int64Array::from(vec![100, 200, 300, 400, 500, 600]));
-        let committed = history.column("v", &DataType::Int64).unwrap();
         let sources = previous_sources(&previous, &history);
+        let committed = history.take("v", &DataType::Int64).unwrap();
         let values = previous_values(&current, &committed, &sources).unwrap();
         let values = values.as_any().downcast_ref::<Int64Array>().unwrap();
         let got: Vec<Option<i64>> = values.iter().collect();

@@ -154,23 +154,25 @@ impl HistoryLoaded<'_> {
             history,
             absent,
         } = self;
-        let mut lagged = lag::lag(contract, &prev, contributor, &rows, &entities, &history)?;
-        tracing::debug!("lagged");
+        // Missing entities first: the LAG then takes the history's columns
+        // one by one, freeing them as it goes.
         let missing = match (completeness, absent) {
             (Some(completeness), Some(absent)) => {
                 let expectation = missing::Expectation {
                     contract,
                     completeness,
                     entities: &entities,
-                    periods: drop_periods(&lagged)?,
+                    periods: lag::periods(contract, &rows)?,
                 };
-                let found = expectation.find(&ctx, &rows, &history, absent).await?;
-                lagged = with_missing_counts(&lagged, &found)?;
-                Some(found)
+                Some(expectation.find(&ctx, &rows, &history, absent).await?)
             }
             _ => None,
         };
-        drop(history);
+        let mut lagged = lag::lag(contract, &prev, contributor, &rows, &entities, history)?;
+        tracing::debug!("lagged");
+        if let Some(found) = &missing {
+            lagged = with_missing_counts(&lagged, found)?;
+        }
         let frame = register_rows(&ctx, &lagged).await?;
         Ok(Baselined {
             ctx,
@@ -180,13 +182,6 @@ impl HistoryLoaded<'_> {
             missing,
         })
     }
-}
-
-/// The rows' periods (the transient period column), distinct and sorted.
-fn drop_periods(lagged: &RecordBatch) -> Result<Vec<i32>> {
-    let periods = period_column(lagged)?;
-    let distinct: BTreeSet<i32> = periods.iter().flatten().collect();
-    Ok(distinct.into_iter().collect())
 }
 
 fn period_column(lagged: &RecordBatch) -> Result<&Date32Array> {
