@@ -73,6 +73,8 @@ pub(crate) struct HistoryLoaded<'a> {
     entities: Entities,
     history: History,
     absent: Option<missing::Absent>,
+    /// The drop's periods, sorted.
+    periods: Vec<i32>,
 }
 
 /// Reads the history the baseline of `rows` of `contributor` needs from
@@ -96,6 +98,11 @@ pub(crate) async fn read_history<'a>(
     let prev = prev_columns(contract, rules, metrics);
     let entities = Entities::of_drop(contract, &rows)?;
     let completeness = expected.as_ref().map(|e| e.completeness);
+    // Only the missing entities of a drop of several periods need the
+    // history's keys and closed flags (`missing.rs`); the LAG reads the
+    // `prev` columns alone.
+    let periods = lag::periods(contract, &rows)?;
+    let whole_states = completeness.is_some() && periods.len() > 1;
     let read = HistoryRead {
         contract,
         prev: &prev,
@@ -103,6 +110,7 @@ pub(crate) async fn read_history<'a>(
         contributor,
         lookback_months,
         entities: &entities,
+        whole_states,
     };
     let mut absent = match &expected {
         Some(expected) => {
@@ -134,6 +142,7 @@ pub(crate) async fn read_history<'a>(
         entities,
         history,
         absent,
+        periods,
     })
 }
 
@@ -153,6 +162,7 @@ impl HistoryLoaded<'_> {
             entities,
             history,
             absent,
+            periods,
         } = self;
         // Missing entities first: the LAG then takes the history's columns
         // one by one, freeing them as it goes.
@@ -162,7 +172,7 @@ impl HistoryLoaded<'_> {
                     contract,
                     completeness,
                     entities: &entities,
-                    periods: lag::periods(contract, &rows)?,
+                    periods,
                 };
                 Some(expectation.find(&ctx, &rows, &history, absent).await?)
             }
@@ -368,6 +378,9 @@ struct HistoryRead<'a> {
     contributor: &'a str,
     lookback_months: u32,
     entities: &'a Entities,
+    /// Whether the history keeps every column read (the missing entities
+    /// of a drop of several periods need them), not just the `prev` ones.
+    whole_states: bool,
 }
 
 impl HistoryRead<'_> {
@@ -457,12 +470,35 @@ impl HistoryRead<'_> {
             if let Some(absent) = absent.as_deref_mut() {
                 absent.keep(self.contract, &batch, &entities)?;
             }
-            history.keep(&batch, entities, &wanted)?;
+            history.keep(&self.kept_columns(&batch)?, entities, &wanted)?;
         }
         Ok(())
     }
 
     /// This contributor's rows with `start <= order < end`, streamed.
+    /// What the history keeps of `batch`: its `prev` columns, or all of
+    /// them with `whole_states` (the keys and closed flags would otherwise
+    /// be held to the LAG for nothing: the larger part of the history's
+    /// bytes).
+    fn kept_columns(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        if self.whole_states {
+            return Ok(batch.clone());
+        }
+        let schema = batch.schema();
+        let indices = self
+            .prev
+            .iter()
+            .map(|name| {
+                schema.index_of(name).map_err(|_| {
+                    Error::Internal(format!("baseline: history column {name} not read"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        batch
+            .project(&indices)
+            .map_err(Error::arrow(Stage::Baseline))
+    }
+
     async fn stream(
         &self,
         ctx: &SessionContext,
