@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Entities, History};
+use super::{Entities, History, project};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -117,8 +117,8 @@ pub(super) fn lag(
 
 /// The history batches the LAG reads its previous values from, never
 /// concatenated: `interleave` picks the values straight out of them (a
-/// concatenated copy of the history's columns was the LAG's largest
-/// allocation). History rows are numbered across the batches, in order.
+/// concatenated copy of the history's columns cost as much memory as the
+/// previous values themselves). History rows are numbered across the batches, in order.
 struct HistoryColumns {
     /// The batches, holding only the columns not yet taken.
     batches: Vec<RecordBatch>,
@@ -127,8 +127,8 @@ struct HistoryColumns {
 }
 
 impl HistoryColumns {
-    /// The `prev` columns of `batches`; the others (the entity key) are
-    /// freed.
+    /// The `prev` columns of `batches`; any other column read (with
+    /// `whole_states`: the keys and closed flags) is freed.
     fn new(batches: Vec<RecordBatch>, prev: &BTreeSet<String>) -> Result<HistoryColumns> {
         let starts = batches
             .iter()
@@ -139,21 +139,8 @@ impl HistoryColumns {
             })
             .collect();
         let batches = batches
-            .into_iter()
-            .map(|batch| {
-                let schema = batch.schema();
-                let indices = prev
-                    .iter()
-                    .map(|name| {
-                        schema.index_of(name).map_err(|_| {
-                            Error::Internal(format!("baseline: column {name} is missing"))
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                batch
-                    .project(&indices)
-                    .map_err(Error::arrow(Stage::Baseline))
-            })
+            .iter()
+            .map(|batch| project(batch, prev))
             .collect::<Result<_>>()?;
         Ok(HistoryColumns { batches, starts })
     }

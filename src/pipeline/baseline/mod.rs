@@ -73,7 +73,7 @@ pub(crate) struct HistoryLoaded<'a> {
     entities: Entities,
     history: History,
     absent: Option<missing::Absent>,
-    /// The drop's periods, sorted.
+    /// The drop's periods, sorted (with `[completeness]` only).
     periods: Vec<i32>,
 }
 
@@ -101,8 +101,11 @@ pub(crate) async fn read_history<'a>(
     // Only the missing entities of a drop of several periods need the
     // history's keys and closed flags (`missing.rs`); the LAG reads the
     // `prev` columns alone.
-    let periods = lag::periods(contract, &rows)?;
-    let whole_states = completeness.is_some() && periods.len() > 1;
+    let periods = match completeness {
+        Some(_) => lag::periods(contract, &rows)?,
+        None => Vec::new(),
+    };
+    let whole_states = periods.len() > 1;
     let read = HistoryRead {
         contract,
         prev: &prev,
@@ -292,6 +295,22 @@ impl Entities {
     }
 }
 
+/// `batch` with only the columns named in `names` (in their order).
+fn project(batch: &RecordBatch, names: &BTreeSet<String>) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let indices = names
+        .iter()
+        .map(|name| {
+            schema
+                .index_of(name)
+                .map_err(|_| Error::Internal(format!("baseline: history column {name} not read")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    batch
+        .project(&indices)
+        .map_err(Error::arrow(Stage::Baseline))
+}
+
 fn key_columns(contract: &Contract, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     contract
         .entity_key
@@ -305,8 +324,9 @@ fn key_columns(contract: &Contract, batch: &RecordBatch) -> Result<Vec<ArrayRef>
         .collect()
 }
 
-/// Committed rows the LAG reads: the key, the order column and the columns
-/// rules look back at, each row with its drop entity.
+/// Committed rows the LAG reads, each with its drop entity: the `prev`
+/// columns (the order column and those rules look back at), or, for the
+/// missing entities of a drop of several periods, every column read.
 #[derive(Default)]
 pub(crate) struct History {
     /// The rows, in batches of the same schema.
@@ -475,30 +495,17 @@ impl HistoryRead<'_> {
         Ok(())
     }
 
-    /// This contributor's rows with `start <= order < end`, streamed.
     /// What the history keeps of `batch`: its `prev` columns, or all of
-    /// them with `whole_states` (the keys and closed flags would otherwise
-    /// be held to the LAG for nothing: the larger part of the history's
-    /// bytes).
+    /// them with `whole_states` (the keys, the `closed_when` columns and
+    /// the closed flag would otherwise be held to the LAG for nothing).
     fn kept_columns(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         if self.whole_states {
             return Ok(batch.clone());
         }
-        let schema = batch.schema();
-        let indices = self
-            .prev
-            .iter()
-            .map(|name| {
-                schema.index_of(name).map_err(|_| {
-                    Error::Internal(format!("baseline: history column {name} not read"))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        batch
-            .project(&indices)
-            .map_err(Error::arrow(Stage::Baseline))
+        project(batch, self.prev)
     }
 
+    /// This contributor's rows with `start <= order < end`, streamed.
     async fn stream(
         &self,
         ctx: &SessionContext,
