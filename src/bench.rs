@@ -65,18 +65,20 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
         dir.display()
     );
     let mut by_history = Vec::new();
+    let mut later_months = Vec::new();
     for history in [3u32, 12, 36] {
         let ws = Workspace::create(&dir.join(format!("history-{history}"))).await?;
-        let (drop_id, next) = load_history(&ws, accounts, history).await?;
+        let (drop_id, later) = load_history(&ws, accounts, history).await?;
         let measure = median_run(&ws, "credit_statements.toml", &drop_id)?;
         print_measure(
             &format!("run, {history} months of history"),
             accounts,
             &measure,
         );
-        by_history.push((history, ws, drop_id, measure, next));
+        by_history.push((history, ws, drop_id, measure));
+        later_months.push(later);
     }
-    let (_, ws, drop_id, run12, next) = &mut by_history[1];
+    let (_, ws, drop_id, run12) = &by_history[1];
     let floor = median_floor(ws, drop_id)?;
     println!(
         "floor (CSV -> Parquet, arrow)       {:>8.2} s",
@@ -92,10 +94,9 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
     print_measure("run, 12 months, committed", accounts, &committed);
     // The month after: what a monthly run meets in production, the metrics
     // of the two older compared months kept by the committed run.
-    let next_id = next.put(ws).await?;
+    let (next_id, _) = later_months.swap_remove(1).put(ws).await?;
     let steady = median_run(ws, "credit_statements.toml", &next_id)?;
     print_measure("run, 12 months, the month after", accounts, &steady);
-    let run12 = run12.clone();
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
     println!(
         "\nrun / floor                         {:>8.2}",
@@ -111,7 +112,7 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
     );
     println!(
         "Parquet drop / CSV drop (read)      {:>8.2}",
-        stage_ms(&parquet, "read") as f64 / stage_ms(&run12, "read").max(1) as f64
+        stage_ms(&parquet, "read") as f64 / stage_ms(run12, "read").max(1) as f64
     );
     println!(
         "peak RSS 36 months / 3 months       {:>8.2}",
@@ -150,23 +151,18 @@ async fn put_monthly_drops(
     accounts: usize,
     months_count: u32,
 ) -> Result<(String, String)> {
-    let mut portfolio = Portfolio::new(CONTRIBUTOR, accounts, false, 7);
-    let first = NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default();
-    let mut ids = Vec::new();
-    for month in months(first, months_count) {
-        let statements = portfolio.statements(month, false);
-        if ids.is_empty() {
-            ws.register_holders("bench", statements.iter().map(|r| r.holder.as_str()))
-                .await?;
-        }
-        let drop_id = month.format("%Y-%m").to_string();
-        ws.put_drop(CONTRIBUTOR, &drop_id, &statements).await?;
-        ids.push(drop_id);
+    let mut drops = MonthlyDrops {
+        portfolio: Portfolio::new(CONTRIBUTOR, accounts, false, 7),
+        month: NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default(),
+    };
+    let (from, statements) = drops.put(ws).await?;
+    ws.register_holders("bench", statements.iter().map(|r| r.holder.as_str()))
+        .await?;
+    let mut to = from.clone();
+    for _ in 1..months_count {
+        to = drops.put(ws).await?.0;
     }
-    match (ids.first(), ids.last()) {
-        (Some(from), Some(to)) => Ok((from.clone(), to.clone())),
-        _ => Err(Error::Internal("bench: no month to backfill".into())),
-    }
+    Ok((from, to))
 }
 
 fn print_measure(label: &str, accounts: usize, measure: &Measure) {
@@ -192,12 +188,12 @@ fn print_measure(label: &str, accounts: usize, measure: &Measure) {
 const GENERATED_MONTHS: usize = 4;
 
 /// Commits `history` months straight to Silver (setup, not measured), writes the
-/// next month as a drop and returns its drop id, and the month after it.
+/// next month as a drop and returns its drop id, and the months after it.
 async fn load_history(
     ws: &Workspace,
     accounts: usize,
     history: u32,
-) -> Result<(String, NextMonth)> {
+) -> Result<(String, MonthlyDrops)> {
     let plan = &ws.plan;
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let catalog = connect(&plan.catalog, &stores).await?;
@@ -225,32 +221,33 @@ async fn load_history(
         };
         setup_history_unjudged(catalog.as_ref(), plan, rows, i).await?;
     }
-    let drop_id = drop_month.format("%Y-%m").to_string();
-    ws.put_drop(
-        CONTRIBUTOR,
-        &drop_id,
-        &portfolio.statements(*drop_month, false),
-    )
-    .await?;
-    let month = drop_month
-        .checked_add_months(chrono::Months::new(1))
-        .unwrap_or(*drop_month);
-    Ok((drop_id, NextMonth { portfolio, month }))
+    let mut drops = MonthlyDrops {
+        portfolio,
+        month: *drop_month,
+    };
+    let (drop_id, _) = drops.put(ws).await?;
+    Ok((drop_id, drops))
 }
 
-/// The month after a workspace's drop, not put in bronze yet.
-struct NextMonth {
+/// One portfolio's monthly drops, put in bronze month after month.
+struct MonthlyDrops {
     portfolio: Portfolio,
+    /// The month the next drop is of.
     month: NaiveDate,
 }
 
-impl NextMonth {
-    /// Puts the month's drop in bronze; returns its drop id.
-    async fn put(&mut self, ws: &Workspace) -> Result<String> {
+impl MonthlyDrops {
+    /// Puts this month's drop in bronze and moves to the next month;
+    /// returns the drop id and the drop's statements.
+    async fn put(&mut self, ws: &Workspace) -> Result<(String, Vec<Statement>)> {
         let drop_id = self.month.format("%Y-%m").to_string();
         let statements = self.portfolio.statements(self.month, false);
         ws.put_drop(CONTRIBUTOR, &drop_id, &statements).await?;
-        Ok(drop_id)
+        self.month = self
+            .month
+            .checked_add_months(chrono::Months::new(1))
+            .ok_or_else(|| Error::Internal(format!("bench: no month after {drop_id}")))?;
+        Ok((drop_id, statements))
     }
 }
 

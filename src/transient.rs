@@ -64,3 +64,25 @@ pub fn with_columns(
     let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
     arrow::record_batch::RecordBatch::try_new(schema, columns).map_err(crate::Error::arrow(stage))
 }
+
+/// A text column of `value` on each of `rows` rows (a drop's contributor,
+/// file, run id), its buffers allocated once at their exact size.
+pub fn repeated_text(value: &str, rows: usize) -> arrow::array::StringArray {
+    let mut builder = arrow::array::StringBuilder::with_capacity(rows, rows * value.len());
+    for _ in 0..rows {
+        builder.append_value(value);
+    }
+    builder.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_repeated_text_holds_the_value_on_every_row_and_no_slack() {
+        use arrow::array::Array;
+        let column = super::repeated_text("BANK_A", 3);
+        assert_eq!(column.iter().collect::<Vec<_>>(), [Some("BANK_A"); 3]);
+        assert_eq!(column.values().len(), 18);
+        assert!(super::repeated_text("x", 0).is_empty());
+    }
+}

@@ -28,6 +28,7 @@ use crate::pipeline::read::{PARSE_RULE, ParseReject};
 use crate::stage::Stage;
 use crate::transient::{
     DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, EXCEPTION_ID, RAW_RECORD, SOURCE_FILE, SOURCE_LINE,
+    repeated_text,
 };
 
 /// Where a row whose worst severity is `severity` goes, if out of Silver.
@@ -260,8 +261,8 @@ fn errors_json(errors: &ListArray, row: usize) -> String {
 
 fn stamp_columns(stamp: &RunStamp, rows: usize) -> [ArrayRef; 2] {
     [
-        Arc::new(StringArray::from(vec![stamp.run_id.as_str(); rows])),
-        Arc::new(StringArray::from(vec![stamp.timestamp.as_str(); rows])),
+        Arc::new(repeated_text(&stamp.run_id, rows)),
+        Arc::new(repeated_text(&stamp.timestamp, rows)),
     ]
 }
 

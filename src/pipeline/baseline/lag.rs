@@ -13,10 +13,7 @@ use std::collections::BTreeSet;
 use super::{Entities, History, project};
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, StringArray, StringBuilder,
-    new_null_array,
-};
+use arrow::array::{Array, ArrayRef, BooleanArray, Date32Array, Int64Array, new_null_array};
 use arrow::compute::{cast, interleave};
 use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
@@ -28,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::transient::{
     DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, prev_column,
-    with_columns,
+    repeated_text, with_columns,
 };
 
 /// Where a drop row's previous state is.
@@ -103,7 +100,7 @@ pub(super) fn lag(
         (HAS_BASELINE, Arc::new(has_baseline)),
         (
             DROP_CONTRIBUTOR,
-            Arc::new(repeated(contributor, rows.num_rows())),
+            Arc::new(repeated_text(contributor, rows.num_rows())),
         ),
         (PERIOD, Arc::new(month_starts(&drop_order))),
     ];
@@ -335,15 +332,6 @@ fn previous_values(
         .chain(std::iter::once(none.as_ref()))
         .collect();
     interleave(&arrays, sources).map_err(Error::arrow(Stage::Baseline))
-}
-
-/// `value` `rows` times, its buffers allocated once at their exact size.
-fn repeated(value: &str, rows: usize) -> StringArray {
-    let mut builder = StringBuilder::with_capacity(rows, rows * value.len());
-    for _ in 0..rows {
-        builder.append_value(value);
-    }
-    builder.finish()
 }
 
 /// The first day of each date's month (null for a null date).

@@ -13,7 +13,7 @@ mod typing;
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Int64Array, StringArray};
+use arrow::array::{ArrayRef, BooleanArray, Int64Array};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -279,7 +279,7 @@ fn keep_readable_rows(
 ) -> Result<(RecordBatch, Vec<ParseReject>)> {
     let rows = table.lines.len();
     let mut columns = table.columns.clone();
-    columns.push(Arc::new(StringArray::from(vec![table.file.as_str(); rows])));
+    columns.push(Arc::new(crate::transient::repeated_text(&table.file, rows)));
     columns.push(Arc::new(Int64Array::from_iter_values(
         table.lines.iter().map(|l| *l as i64),
     )));
