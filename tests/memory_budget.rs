@@ -17,8 +17,9 @@ use harness::{
 /// shipped config) needs several times the tight budget.
 const ACCOUNTS: usize = 200_000;
 
-/// The smallest budget a config may set.
-const TIGHT: &str = "16MiB";
+/// A budget the drop needs several buckets under (half of it holds about
+/// 65,000 rows at once), and the queries several spills.
+const TIGHT: &str = "64MiB";
 
 /// A project whose runs have `budget` (the default when `None`), with
 /// January committed and February run; the output of February's run.
@@ -56,10 +57,17 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT));
     let (_roomy_dir, roomy, roomy_output) = january_then_february(None);
 
-    // The tight run spilled; the roomy one had no need to.
+    // The tight run judged in buckets and spilled; the roomy one had no
+    // need to.
     let spilled = "spilled to the scratch folder";
     assert!(tight_output.contains(spilled), "{tight_output}");
     assert!(!roomy_output.contains(spilled), "{roomy_output}");
+    let bucketed = "judging the drop in buckets of entities";
+    assert!(
+        tight_output.contains(bucketed) && tight_output.contains("buckets=4"),
+        "{tight_output}"
+    );
+    assert!(!roomy_output.contains(bucketed), "{roomy_output}");
 
     // The same books, rule by rule and period by period.
     let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));

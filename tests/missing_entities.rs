@@ -351,3 +351,65 @@ fn a_masked_entity_key_is_refused_with_completeness() {
         assert!(text.contains(needle), "no {needle} in {text}");
     }
 }
+
+/// The books of a run that differ from run to run (ids, times, paths).
+fn judged_books(summary: &serde_json::Value) -> [serde_json::Value; 5] {
+    [
+        "counts",
+        "rules",
+        "aggregates",
+        "missing_entities",
+        "baseline",
+    ]
+    .map(|k| summary[k].clone())
+}
+
+/// December committed (5 accounts closed); January leaves out the 5 closed
+/// and 2 open accounts; a backfill of February and March leaves one out of
+/// February. Run with `section` edited into the config; returns each run's
+/// books and the missing list, sorted.
+fn completeness_story(section: &str) -> (Vec<[serde_json::Value; 5]>, Vec<Vec<String>>) {
+    let (tmp, config) = project(|t| match t.contains("[dataset]") {
+        true => t + section,
+        false => t,
+    });
+    let (root, config) = (tmp.path(), config.to_str().unwrap());
+    let mut bank = Portfolio::new(BANK, 200, false, 7);
+    let mut december = bank.statements(month(2025, 12), false);
+    for row in december.iter_mut().take(5) {
+        row.status = "CLOSED";
+    }
+    let mut books = vec![judged_books(&run(root, config, "2025-12", &december))];
+    let january = bank.statements(month(2026, 1), false);
+    let january = without(&january, &accounts(&january[..7]));
+    books.push(judged_books(&run(root, config, "2026-01", &january)));
+    let february = bank.statements(month(2026, 2), false);
+    let mut rows = without(&february, &accounts(&february[10..11]));
+    rows.extend(bank.statements(month(2026, 3), false));
+    books.push(judged_books(&run(root, config, "backfill", &rows)));
+    let mut listed: Vec<Vec<String>> = missing_rows(root)
+        .into_iter()
+        .map(|row| {
+            ["account_id", "_missing_period", "statement_date"]
+                .map(|c| row[c].clone())
+                .to_vec()
+        })
+        .collect();
+    listed.sort();
+    (books, listed)
+}
+
+/// A drop judged in buckets of entities (`resources.bucket_rows`) finds
+/// the same missing entities, periods and previous states, counts and
+/// measures the same, as one judged whole.
+#[test]
+fn a_drop_judged_in_buckets_misses_what_a_whole_one_misses() {
+    let (whole, whole_missing) = completeness_story("");
+    let (bucketed, bucketed_missing) = completeness_story("\n[resources]\nbucket_rows = 30\n");
+    assert_eq!(whole_missing.len(), 3, "{whole_missing:?}");
+    assert_eq!(bucketed_missing, whole_missing);
+    for (run, (a, b)) in bucketed.iter().zip(&whole).enumerate() {
+        assert_eq!(a, b, "run {run}");
+    }
+    assert_eq!(whole[1][3]["total"], 2, "{}", whole[1][3]);
+}

@@ -89,6 +89,10 @@ pub struct ResourcesConfig {
     /// system's temporary folder (`TMPDIR`).
     #[serde(default)]
     pub scratch_dir: Option<String>,
+    /// The most rows judged at once: a larger drop is judged in buckets
+    /// of entities. Default: as many as half of `memory_limit` holds.
+    #[serde(default)]
+    pub bucket_rows: Option<u64>,
 }
 
 /// A size: text with a unit (`"512MiB"`) or a number of bytes.

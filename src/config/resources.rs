@@ -57,9 +57,13 @@ pub fn check(raw: &ResourcesConfig, base: &Path, problems: &mut Vec<String>) -> 
         }
         base.join(dir)
     });
+    if raw.bucket_rows == Some(0) {
+        problems.push("resources.bucket_rows: must be at least 1".to_string());
+    }
     MemoryBudget {
         bytes: bytes.as_u64(),
         scratch_dir,
+        bucket_rows: raw.bucket_rows.filter(|rows| *rows > 0),
     }
 }
 
@@ -74,6 +78,7 @@ mod tests {
         let raw = ResourcesConfig {
             memory_limit: memory_limit.map(|text| Size::Text(text.to_string())),
             scratch_dir: scratch_dir.map(str::to_string),
+            bucket_rows: None,
         };
         let mut problems = Vec::new();
         let budget = check(&raw, Path::new("/etc/silverline"), &mut problems);
@@ -123,9 +128,30 @@ mod tests {
         let raw = ResourcesConfig {
             memory_limit: Some(Size::Bytes(1 << 30)),
             scratch_dir: None,
+            bucket_rows: None,
         };
         let mut problems = Vec::new();
         assert_eq!(check(&raw, Path::new("."), &mut problems).bytes, 1 << 30);
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn bucket_rows_of_nought_is_refused_naming_the_setting() {
+        for (rows, refused) in [(Some(0), true), (Some(1), false), (None, false)] {
+            let raw = ResourcesConfig {
+                bucket_rows: rows,
+                ..ResourcesConfig::default()
+            };
+            let mut problems = Vec::new();
+            let budget = check(&raw, Path::new("."), &mut problems);
+            assert_eq!(!problems.is_empty(), refused, "{problems:?}");
+            assert_eq!(budget.bucket_rows, rows.filter(|r| *r > 0));
+            if refused {
+                assert!(
+                    problems[0].starts_with("resources.bucket_rows"),
+                    "{problems:?}"
+                );
+            }
+        }
     }
 }

@@ -8,4 +8,5 @@ pub mod drop;
 pub mod keys;
 pub mod place;
 pub mod set_aside;
+pub(crate) mod spill;
 pub mod sql;

@@ -27,6 +27,8 @@ pub struct MemoryBudget {
     pub bytes: u64,
     /// Where they spill; `None`: the system's temporary folder.
     pub scratch_dir: Option<PathBuf>,
+    /// The most rows judged at once; `None`: as many as half of `bytes` holds.
+    pub bucket_rows: Option<u64>,
 }
 
 /// The memory every session of one run shares: one spilling pool of the

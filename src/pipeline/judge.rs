@@ -9,17 +9,22 @@ use arrow::record_batch::RecordBatch;
 use iceberg::table::Table;
 
 use super::background::Background;
+use super::baseline::{Bucket, Missing, SpilledHistory};
 use super::claim::Claim;
 use super::context::Context;
-use super::evaluate::RuleOutcome;
+use super::evaluate::aggregate::MetricRows;
+use super::evaluate::committed::CommittedPeriods;
 use super::evaluate::reference::KnownKeys;
+use super::evaluate::{RuleOutcome, Verdicts};
 use super::route::RunStamp;
-use super::summary::{MissingEntities, Summary, lap};
+use super::summary::{MissingEntities, Summary};
 use super::write::MISSING_OUTPUT;
 use super::{RunOptions, balance, baseline, evaluate, read, route, write};
 use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope, Severity};
+use crate::core::keys::Buckets;
 use crate::core::set_aside::SetAside;
+use crate::core::spill::{Spill, SpillDir};
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
 use crate::exceptions::store::read_missing_record;
@@ -64,6 +69,13 @@ pub(super) struct Judgement {
 }
 
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
+///
+/// A drop larger than half of `[resources] memory_limit` holds at once is
+/// judged in buckets of entities (by key hash): each bucket is baselined
+/// and its row rules evaluated, its outcomes kept in the scratch folder;
+/// the periods are measured and the rules' counts escalated over every
+/// bucket; then each bucket's verdicts are routed and its Silver rows
+/// written. The books balance and the run commits once, as for one bucket.
 pub(super) async fn judge_and_write(
     context: &Context<'_>,
     (silver, references): (&Table, &mut References),
@@ -73,80 +85,60 @@ pub(super) async fn judge_and_write(
     (options, summary, progress): (&RunOptions, &mut Summary, &Progress),
 ) -> Result<Judgement> {
     let plan = context.plan;
-    let contributor = &context.drop.contributor;
-    let mut clock = Instant::now();
+    let mut laps = Laps::start(summary);
     progress.stage(Stage::Baseline);
-    let recorded = match &plan.completeness {
-        Some(_) => Some(
-            read_missing_record(
-                context.catalog.as_ref(),
-                &exceptions_ident(plan),
-                contributor,
-            )
-            .await?,
-        ),
-        None => None,
-    };
-    let committed_periods = evaluate::committed::start_committed_periods(
-        plan,
-        rules,
-        contributor,
-        &batch.rows,
-        evaluate::committed::CommittedSources {
-            silver,
-            dq_error: &context.dq_error,
-            keep: !options.dry_run,
-            missing: recorded.as_ref().map(|r| r.by_period.clone()),
-            memory: context.memory.clone(),
-        },
-    )?;
-    // The record keys the drop declares, kept for the exception store once
-    // the rows themselves are freed.
-    let declared = declared_columns(&plan.contract, &batch.rows)?;
-    // Read whenever `[completeness]` is set, so there for every run it judges.
-    let expected =
-        completeness_of(plan, options)
-            .zip(recorded.as_ref())
-            .map(|(completeness, recorded)| baseline::Expected {
-                completeness,
-                still_missing: &recorded.still_open,
-            });
-    let loaded = baseline::read_history(
-        (&plan.contract, expected),
-        (rules, &plan.metrics),
-        (plan.lookback_months, &context.memory),
-        contributor,
-        batch.rows.clone(),
-        silver,
+    let resources = &plan.resources;
+    let buckets = Buckets::for_rows(
+        batch.rows.num_rows(),
+        (resources.bytes, resources.bucket_rows),
+    );
+    let spill = SpillDir::new(buckets.count() > 1, resources.scratch_dir.as_deref())?;
+    if buckets.count() > 1 {
+        tracing::info!(
+            buckets = buckets.count(),
+            rows = batch.rows.num_rows(),
+            "judging the drop in buckets of entities (resources.memory_limit, resources.bucket_rows)"
+        );
+    }
+    let (firsts, missing) = first_pass(
+        context,
+        (silver, references),
+        (batch, rules, options),
+        (&buckets, &spill),
+        (summary, &mut laps),
     )
     .await?;
-    // Measured while the history was read; awaited before the LAG, whose
-    // peak memory a month measured meanwhile would add to.
-    let committed_periods = match committed_periods {
-        Some(work) => Some(work.join().await?),
-        None => None,
-    };
-    let baselined = loaded.lag().await?;
-    if let Some((from, to)) = baselined.window {
-        summary.baseline.window_from = Some(from.to_string());
-        summary.baseline.window_to = Some(to.to_string());
+    let FirstPass {
+        outcomes: bucket_outcomes,
+        metric_rows,
+        committed,
+    } = firsts;
+    let aggregate_rules: Vec<&Rule> = rules
+        .iter()
+        .copied()
+        .filter(|r| r.scope == Scope::Aggregate)
+        .collect();
+    let periods = evaluate::aggregate::evaluate_aggregates(
+        metric_rows,
+        (&plan.metrics, missing.as_ref()),
+        &aggregate_rules,
+        (plan.average_periods, committed),
+        &context.memory,
+    )
+    .await?;
+    let mut verdicts = Verdicts::new(rules, periods);
+    for outcomes in &bucket_outcomes {
+        verdicts.count(&outcomes.read()?)?;
     }
-    let missing = baselined.missing.clone();
-    summary.missing_entities = missing.as_ref().map(MissingEntities::of);
-    clock = lap(summary, Stage::Baseline, clock);
-    let known_keys = references.get().await?;
-    let judged =
-        evaluate::evaluate_rules(baselined, rules, plan, (known_keys, committed_periods)).await?;
-    summary.aggregates = judged.periods.clone();
-    summary.baseline.rows_with_baseline = judged.with_baseline;
-    summary.baseline.rows_without_baseline = judged.without_baseline;
+    verdicts.escalate();
+    summary.aggregates = verdicts.periods().to_vec();
     summary.set_rule_outcomes(with_parse_outcome(
-        &judged.outcomes,
+        &verdicts.outcomes,
         batch.rejects.len() as u64,
         batch.received,
     ));
-    clock = lap(summary, Stage::Evaluate, clock);
-    stop_on_fail_rules(&judged.outcomes)?;
+    laps.lap(summary, Stage::Evaluate);
+    stop_on_fail_rules(&verdicts.outcomes)?;
 
     let carried = load_carried(&context.bronze, context.drop).await?;
     let stamp = RunStamp {
@@ -154,18 +146,6 @@ pub(super) async fn judge_and_write(
         timestamp: summary.started_at.clone(),
         exception_ids: ExceptionIds::new(context.drop, carried).closing(options.closing()),
     };
-    let routed = route::route_rows(
-        &plan.contract,
-        &judged,
-        &batch.rejects,
-        &stamp,
-        plan.mask_sensitive,
-    )?;
-    drop(judged); // routed holds what is kept
-    summary.counts.warned = routed.warned;
-    clock = lap(summary, Stage::Route, clock);
-    progress.stage(Stage::Write);
-
     let place = claim.place();
     // A dry run's Silver data files are written (and counted) in a local
     // scratch folder, deleted when the judgement ends.
@@ -177,7 +157,29 @@ pub(super) async fn judge_and_write(
         Some((_, relocated)) => relocated,
         None => silver,
     };
-    let written = write::write_outputs(&routed, &context.dq_out, sink, &place, contributor).await?;
+    let mut router = route::Router::new(&plan.contract, &stamp);
+    let mut data_files = Vec::new();
+    for outcomes in bucket_outcomes {
+        let judged = verdicts.judge(&outcomes.read()?)?;
+        drop(outcomes);
+        laps.lap(summary, Stage::Evaluate);
+        let rows = router.route(&judged)?;
+        drop(judged);
+        laps.lap(summary, Stage::Route);
+        progress.stage(Stage::Write);
+        data_files.extend(datafile::write_silver_files(sink, &rows, &place.run_id).await?);
+        laps.lap(summary, Stage::Write);
+    }
+    summary.baseline.rows_with_baseline = verdicts.with_baseline;
+    summary.baseline.rows_without_baseline = verdicts.without_baseline;
+    let routed = router.finish(&batch.rejects, plan.mask_sensitive)?;
+    summary.counts.warned = routed.warned;
+    laps.lap(summary, Stage::Route);
+
+    let contributor = &context.drop.contributor;
+    let set_aside_files =
+        write::write_set_aside(&routed, &context.dq_out, &place, contributor).await?;
+    drop(routed);
     let missing_file = write::write_missing(missing.as_ref(), context, &place, contributor).await?;
     summary.outputs.clear();
     if let (Some(path), false) = (missing_file, options.dry_run) {
@@ -186,15 +188,18 @@ pub(super) async fn judge_and_write(
             .insert(MISSING_OUTPUT.to_string(), context.dq_error.url_of(&path));
     }
     if !options.dry_run {
-        for (destination, path) in &written.set_aside_files {
+        for (destination, path) in &set_aside_files {
             summary.outputs.insert(
                 destination.kind().to_string(),
                 context.dq_error.url_of(path),
             );
         }
     }
-    let set_aside_files = written.set_aside_files.clone();
-    clock = lap(summary, Stage::Write, clock);
+    let written = write::Written {
+        data_files,
+        set_aside_files: set_aside_files.clone(),
+    };
+    laps.lap(summary, Stage::Write);
     hooks::crash_if(options, CrashPoint::AfterWrite)?;
 
     let mut counted = balance::count(written, &context.dq_out).await?;
@@ -212,13 +217,170 @@ pub(super) async fn judge_and_write(
         pending = summary.counts.pending,
         "balanced"
     );
-    lap(summary, Stage::Balance, clock);
+    laps.lap(summary, Stage::Balance);
     Ok(Judgement {
         balanced,
         set_aside_files,
         exception_ids: stamp.exception_ids,
-        declared,
+        declared: declared_columns(&plan.contract, &batch.rows)?,
     })
+}
+
+/// What the first pass over the buckets leaves for the second.
+struct FirstPass {
+    /// Each bucket's rows with their row and reference rules' outcomes.
+    outcomes: Vec<Spill>,
+    /// Every bucket's metric rows, when aggregate rules are measured.
+    metric_rows: Option<MetricRows>,
+    /// The committed periods the drop's periods are compared with.
+    committed: Option<CommittedPeriods>,
+}
+
+/// Baselines each bucket and evaluates its row and reference rules,
+/// keeping its outcomes and metric rows; returns them with the entities
+/// the drop leaves out (with `[completeness]`).
+async fn first_pass(
+    context: &Context<'_>,
+    (silver, references): (&Table, &mut References),
+    (batch, rules, options): (&read::Batch, &[&Rule], &RunOptions),
+    (buckets, spill): (&Buckets, &SpillDir),
+    (summary, laps): (&mut Summary, &mut Laps),
+) -> Result<(FirstPass, Option<Missing>)> {
+    let plan = context.plan;
+    let contributor = &context.drop.contributor;
+    let recorded = match &plan.completeness {
+        Some(_) => Some(
+            read_missing_record(
+                context.catalog.as_ref(),
+                &exceptions_ident(plan),
+                contributor,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let mut committed_work = evaluate::committed::start_committed_periods(
+        plan,
+        rules,
+        contributor,
+        &batch.rows,
+        evaluate::committed::CommittedSources {
+            silver,
+            dq_error: &context.dq_error,
+            keep: !options.dry_run,
+            missing: recorded.as_ref().map(|r| r.by_period.clone()),
+            memory: context.memory.clone(),
+        },
+    )?;
+    let measure = committed_work.is_some();
+    // Read whenever `[completeness]` is set, so there for every run it judges.
+    let expected = || {
+        completeness_of(plan, options)
+            .zip(recorded.as_ref())
+            .map(|(completeness, recorded)| baseline::Expected {
+                completeness,
+                still_missing: &recorded.still_open,
+            })
+    };
+    let shape = baseline::DropShape::of(
+        &plan.contract,
+        &batch.rows,
+        plan.lookback_months,
+        expected().is_some(),
+    )?;
+    let layout = buckets.layout(&key_columns(&plan.contract, &batch.rows)?, Stage::Baseline)?;
+    let history = SpilledHistory::new(buckets, spill);
+    let known_keys = references.get().await?;
+    let (outcomes_folder, metric_folder) = (spill.folder("outcomes")?, spill.folder("metrics")?);
+    let mut firsts = FirstPass {
+        outcomes: Vec::with_capacity(buckets.count()),
+        metric_rows: None,
+        committed: None,
+    };
+    let (mut metric_spills, mut metric_schema) = (Vec::new(), None);
+    let mut missing = Vec::new();
+    for index in 0..buckets.count() {
+        let bucket = Bucket {
+            buckets,
+            index,
+            history: (buckets.count() > 1).then_some(&history),
+        };
+        let loaded = baseline::read_history(
+            (&plan.contract, expected()),
+            (rules, &plan.metrics),
+            (plan.lookback_months, &context.memory),
+            (&shape, &bucket),
+            contributor,
+            layout.bucket(&batch.rows, index)?,
+            silver,
+        )
+        .await?;
+        // Measured while the history was read; awaited before the LAG, whose
+        // peak memory a month measured meanwhile would add to.
+        if let Some(work) = committed_work.take() {
+            firsts.committed = Some(work.join().await?);
+        }
+        let mut baselined = loaded.lag().await?;
+        if let Some((from, to)) = baselined.window {
+            summary.baseline.window_from = Some(from.to_string());
+            summary.baseline.window_to = Some(to.to_string());
+        }
+        missing.extend(baselined.missing.take());
+        laps.lap(summary, Stage::Baseline);
+        let outcomes =
+            evaluate::bucket_outcomes(baselined, rules, plan, (known_keys, measure)).await?;
+        let name = format!("bucket-{index}");
+        if let Some((schema, rows)) = outcomes.metric_rows {
+            metric_schema = Some(schema);
+            metric_spills.push(spill.keep((metric_folder.as_deref(), &name), rows)?);
+        }
+        firsts
+            .outcomes
+            .push(spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?);
+        laps.lap(summary, Stage::Evaluate);
+    }
+    firsts.metric_rows = metric_schema.map(|schema| MetricRows {
+        schema,
+        spills: metric_spills,
+        folder: metric_folder,
+    });
+    let missing = Missing::merge(missing)?;
+    summary.missing_entities = missing.as_ref().map(MissingEntities::of);
+    Ok((firsts, missing))
+}
+
+/// How long each stage took, summed over the buckets, as the summary
+/// shows it (a judgement again starts from nought).
+struct Laps {
+    clock: Instant,
+}
+
+impl Laps {
+    const STAGES: [Stage; 5] = [
+        Stage::Baseline,
+        Stage::Evaluate,
+        Stage::Route,
+        Stage::Write,
+        Stage::Balance,
+    ];
+
+    fn start(summary: &mut Summary) -> Laps {
+        for stage in Self::STAGES {
+            summary.timings_ms.remove(stage.as_str());
+        }
+        Laps {
+            clock: Instant::now(),
+        }
+    }
+
+    /// Adds the time since the last lap to `stage`.
+    fn lap(&mut self, summary: &mut Summary, stage: Stage) {
+        *summary
+            .timings_ms
+            .entry(stage.as_str().to_string())
+            .or_default() += self.clock.elapsed().as_millis() as u64;
+        self.clock = Instant::now();
+    }
 }
 
 /// Which entities the drop's periods expect: none for a replay or an
@@ -230,6 +392,19 @@ fn completeness_of<'a>(
 ) -> Option<&'a crate::config::rules::Completeness> {
     let partial = options.replay || options.accept.is_some();
     plan.completeness.as_ref().filter(|_| !partial)
+}
+
+/// The drop's entity key columns (shared, not copied).
+fn key_columns(contract: &Contract, rows: &RecordBatch) -> Result<Vec<arrow::array::ArrayRef>> {
+    contract
+        .entity_key
+        .iter()
+        .map(|c| {
+            rows.column_by_name(c)
+                .cloned()
+                .ok_or_else(|| Error::Internal(format!("judge: column {c} is missing")))
+        })
+        .collect()
 }
 
 /// The drop's entity key and order columns (shared, not copied).

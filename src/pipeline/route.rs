@@ -1,8 +1,9 @@
 //! Route: where each row goes, decided by the worst severity that fired.
 //!
-//! In: [`Judged`] rows and the read stage's parse rejects. Out: [`Routed`]:
-//! Silver rows stripped to the contract's columns (DESIGN.md invariant 3), and
-//! the rows set aside per destination in the dq_error shape: every contract
+//! In: judged rows, bucket by bucket, and the read stage's parse rejects.
+//! Out: each bucket's Silver rows, stripped to the contract's columns
+//! (DESIGN.md invariant 3), then [`Routed`]: the rows set aside per
+//! destination in the dq_error shape: every contract
 //! column, provenance, the raw record of unparseable lines, the errors as
 //! JSON, the run id and a timestamp. Every row lands in exactly one place.
 
@@ -22,7 +23,7 @@ use crate::config::rules::Severity;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::ExceptionIds;
-use crate::pipeline::evaluate::{DQ_SEVERITY, Judged};
+use crate::pipeline::evaluate::DQ_SEVERITY;
 use crate::pipeline::mask::mask_set_aside;
 use crate::pipeline::read::{PARSE_RULE, ParseReject};
 use crate::stage::Stage;
@@ -68,11 +69,9 @@ pub struct RunStamp {
     pub exception_ids: ExceptionIds,
 }
 
-/// Rows sorted by destination.
+/// The rows set aside, by destination, once every bucket is routed.
 #[derive(Debug)]
 pub struct Routed {
-    /// Rows for Silver, contract columns only.
-    pub silver: Vec<RecordBatch>,
     /// Rows kept out of Silver, in the dq_error shape.
     pub set_aside: BTreeMap<SetAside, RecordBatch>,
     /// Silver rows on which a warning fired.
@@ -94,67 +93,88 @@ pub fn dq_schema(contract: &Contract) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Sends every judged row and parse reject to its destination; with
-/// `mask_sensitive`, the rows set aside have their sensitive columns masked.
-pub fn route_rows(
-    contract: &Contract,
-    judged: &Judged,
-    rejects: &[ParseReject],
-    stamp: &RunStamp,
-    mask_sensitive: bool,
-) -> Result<Routed> {
-    let schema = dq_schema(contract);
-    let mut silver = Vec::new();
-    let mut set_aside: BTreeMap<SetAside, Vec<RecordBatch>> = BTreeMap::new();
-    let mut warned = 0;
-    for batch in &judged.rows {
-        let severity = worst_severities(batch)?;
-        let destinations: Vec<Option<SetAside>> =
-            severity.iter().map(|s| set_aside_for(*s)).collect();
-        let to_silver: BooleanArray = destinations.iter().map(|d| Some(d.is_none())).collect();
-        warned += severity
-            .iter()
-            .filter(|s| **s == Some(Severity::Warn))
-            .count() as u64;
-        silver.push(contract_columns(contract, &filter(batch, &to_silver)?)?);
-        for destination in SetAside::ALL {
-            let mask: BooleanArray = destinations
-                .iter()
-                .map(|d| Some(*d == Some(destination)))
-                .collect();
-            let rows = filter(batch, &mask)?;
-            if rows.num_rows() > 0 {
-                set_aside
-                    .entry(destination)
-                    .or_default()
-                    .push(dq_rows(contract, &schema, &rows, stamp)?);
-            }
+/// Sends a drop's judged rows to their destinations, bucket after bucket:
+/// Silver's rows go back to be written, the rows set aside are kept until
+/// every bucket is routed.
+pub struct Router<'a> {
+    contract: &'a Contract,
+    schema: SchemaRef,
+    stamp: &'a RunStamp,
+    set_aside: BTreeMap<SetAside, Vec<RecordBatch>>,
+    warned: u64,
+}
+
+impl<'a> Router<'a> {
+    /// Nothing routed yet.
+    pub fn new(contract: &'a Contract, stamp: &'a RunStamp) -> Router<'a> {
+        Router {
+            contract,
+            schema: dq_schema(contract),
+            stamp,
+            set_aside: BTreeMap::new(),
+            warned: 0,
         }
     }
-    if !rejects.is_empty() {
-        let rows = reject_rows(contract, &schema, rejects, stamp)?;
-        set_aside
-            .entry(SetAside::Quarantine)
-            .or_default()
-            .push(rows);
+
+    /// Routes one bucket's judged rows; returns its Silver rows, stripped
+    /// to the contract's columns.
+    pub fn route(&mut self, judged: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+        let mut silver = Vec::with_capacity(judged.len());
+        for batch in judged {
+            let severity = worst_severities(batch)?;
+            let destinations: Vec<Option<SetAside>> =
+                severity.iter().map(|s| set_aside_for(*s)).collect();
+            let to_silver: BooleanArray = destinations.iter().map(|d| Some(d.is_none())).collect();
+            self.warned += severity
+                .iter()
+                .filter(|s| **s == Some(Severity::Warn))
+                .count() as u64;
+            silver.push(contract_columns(
+                self.contract,
+                &filter(batch, &to_silver)?,
+            )?);
+            for destination in SetAside::ALL {
+                let mask: BooleanArray = destinations
+                    .iter()
+                    .map(|d| Some(*d == Some(destination)))
+                    .collect();
+                let rows = filter(batch, &mask)?;
+                if rows.num_rows() > 0 {
+                    let rows = dq_rows(self.contract, &self.schema, &rows, self.stamp)?;
+                    self.set_aside.entry(destination).or_default().push(rows);
+                }
+            }
+        }
+        Ok(silver)
     }
-    let set_aside = set_aside
-        .into_iter()
-        .map(|(k, parts)| {
-            let rows = in_file_order(&schema, &parts)?;
-            let rows = if mask_sensitive {
-                mask_set_aside(contract, &rows)?
-            } else {
-                rows
-            };
-            Ok((k, rows))
+
+    /// Every row set aside, the parse `rejects` with them, in the order
+    /// they stood in the drop; with `mask_sensitive`, their sensitive
+    /// columns masked.
+    pub fn finish(mut self, rejects: &[ParseReject], mask_sensitive: bool) -> Result<Routed> {
+        if !rejects.is_empty() {
+            let rows = reject_rows(self.contract, &self.schema, rejects, self.stamp)?;
+            self.set_aside
+                .entry(SetAside::Quarantine)
+                .or_default()
+                .push(rows);
+        }
+        let set_aside = std::mem::take(&mut self.set_aside)
+            .into_iter()
+            .map(|(k, parts)| {
+                let rows = in_file_order(&self.schema, &parts)?;
+                let rows = match mask_sensitive {
+                    true => mask_set_aside(self.contract, &rows)?,
+                    false => rows,
+                };
+                Ok((k, rows))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Routed {
+            set_aside,
+            warned: self.warned,
         })
-        .collect::<Result<_>>()?;
-    Ok(Routed {
-        silver,
-        set_aside,
-        warned,
-    })
+    }
 }
 
 /// One batch of set-aside rows in the order they stood in the drop (file, line).

@@ -11,12 +11,10 @@ use std::collections::BTreeMap;
 use arrow::record_batch::RecordBatch;
 
 use iceberg::spec::DataFile;
-use iceberg::table::Table;
 
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
-use crate::infra::datafile::write_silver_files;
 use crate::infra::storage::Location;
 use crate::pipeline::baseline::Missing;
 use crate::pipeline::context::Context;
@@ -33,14 +31,13 @@ pub struct Written {
     pub set_aside_files: BTreeMap<SetAside, String>,
 }
 
-/// Writes the set-aside rows as CSV and the Silver rows as Iceberg data files.
-pub async fn write_outputs(
+/// Writes the set-aside rows as CSV files; returns their paths.
+pub async fn write_set_aside(
     routed: &Routed,
     dq_error: &Location,
-    silver: &Table,
     place: &RunPlace,
     contributor: &str,
-) -> Result<Written> {
+) -> Result<BTreeMap<SetAside, String>> {
     let mut set_aside_files = BTreeMap::new();
     for destination in SetAside::ALL {
         let path = place.dq_file(destination, contributor);
@@ -53,11 +50,7 @@ pub async fn write_outputs(
             None => dq_error.delete(&path).await?,
         }
     }
-    let data_files = write_silver_files(silver, &routed.silver, &place.run_id).await?;
-    Ok(Written {
-        data_files,
-        set_aside_files,
-    })
+    Ok(set_aside_files)
 }
 
 /// The summary's `outputs` name of the missing entities' list.

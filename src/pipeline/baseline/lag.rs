@@ -335,7 +335,7 @@ fn previous_values(
 }
 
 /// The first day of each date's month (null for a null date).
-fn month_starts(days: &[i32]) -> Date32Array {
+pub(super) fn month_starts(days: &[i32]) -> Date32Array {
     let month_start = |d: i32| {
         NaiveDate::from_num_days_from_ce_opt(d.checked_add(UNIX_EPOCH_FROM_CE)?)
             .and_then(|date| date.with_day(1))

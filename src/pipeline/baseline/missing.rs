@@ -16,16 +16,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, StringArray, UInt32Array,
-};
+use arrow::array::{Array, ArrayRef, BooleanArray, Date32Array, StringArray, UInt32Array};
 use arrow::compute::{cast, concat_batches, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
 use datafusion::prelude::SessionContext;
 
-use super::{Entities, History, key_columns};
+use super::{Bucket, Entities, History, key_columns};
 use crate::config::contract::Contract;
 use crate::config::rules::Completeness;
 use crate::config::values::UNIX_EPOCH_FROM_CE;
@@ -45,6 +43,24 @@ pub struct Missing {
 }
 
 impl Missing {
+    /// The missing entities of every bucket, as one list.
+    pub(crate) fn merge(parts: Vec<Missing>) -> Result<Option<Missing>> {
+        let mut parts = parts.into_iter();
+        let Some(mut all) = parts.next() else {
+            return Ok(None);
+        };
+        let mut rows = vec![all.rows.clone()];
+        for part in parts {
+            for (period, count) in part.by_period {
+                *all.by_period.entry(period).or_default() += count;
+            }
+            rows.push(part.rows);
+        }
+        all.rows =
+            concat_batches(&all.rows.schema(), &rows).map_err(Error::arrow(Stage::Baseline))?;
+        Ok(Some(all))
+    }
+
     /// How many entities `period` (days since the epoch) leaves out.
     pub fn count_in(&self, period: i32) -> u64 {
         to_date(period)
@@ -158,15 +174,16 @@ pub(super) struct Carried {
 }
 
 impl Carried {
-    /// The carried entities of `keys` (entity key parts joined by `|`),
-    /// none found yet except those the drop (`drop_keys`) declares.
+    /// The carried entities of `keys` (entity key parts joined by `|`) in
+    /// `bucket`, none found yet except those the drop (`drop_keys`) declares.
     pub(super) fn new(
         contract: &Contract,
         keys: &BTreeSet<String>,
         drop_keys: &[ArrayRef],
+        bucket: &Bucket<'_>,
     ) -> Result<Carried> {
         let mut index = KeyIndex::new(Stage::Baseline);
-        index.insert(&key_parts(contract, keys))?;
+        index.insert(&bucket.own_keys(key_parts(contract, keys))?)?;
         let mut carried = Carried {
             found: vec![false; index.len()],
             found_now: Vec::new(),
@@ -285,6 +302,9 @@ pub(super) struct Expectation<'a> {
     pub(super) entities: &'a Entities,
     /// The drop's periods (first days, as days since the epoch), sorted.
     pub(super) periods: Vec<i32>,
+    /// The periods (first days) Silver holds rows of, when the history
+    /// read is one bucket's: then not all of them show in its rows.
+    pub(super) held: Option<&'a BTreeSet<i32>>,
 }
 
 impl Expectation<'_> {
@@ -317,6 +337,14 @@ impl Expectation<'_> {
     /// nothing: the drop that first brought the period was judged for it,
     /// and an account quarantined then was declared, not left out.
     fn periods_to_judge(&self, history: &History, absent: &States) -> Result<Vec<i32>> {
+        if let Some(held) = self.held {
+            return Ok(self
+                .periods
+                .iter()
+                .copied()
+                .filter(|p| !held.contains(p))
+                .collect());
+        }
         let mut committed_days: Vec<i32> = absent.days.clone();
         for batch in &history.batches {
             let order = batch
@@ -470,15 +498,6 @@ fn date_of(days: i32) -> Result<NaiveDate> {
 /// Days since the epoch of `date`.
 pub(super) fn days_of(date: NaiveDate) -> i32 {
     date.num_days_from_ce() - UNIX_EPOCH_FROM_CE
-}
-
-/// The per-row count of missing entities of each row's period.
-pub(super) fn counts_per_row(missing: &Missing, row_periods: &Date32Array) -> ArrayRef {
-    Arc::new(Int64Array::from_iter(
-        row_periods
-            .iter()
-            .map(|p| p.map(|p| missing.count_in(p) as i64).or(Some(0))),
-    ))
 }
 
 /// The schema of the state columns.

@@ -16,9 +16,11 @@
 //! With `[completeness]`, the same pass keeps the states of the entities the
 //! drop leaves out and finds the missing entities (`missing.rs`).
 
+mod bucket;
 mod lag;
 mod missing;
 
+pub(crate) use bucket::{Bucket, SpilledHistory};
 pub use missing::{Expected, Missing};
 
 use std::collections::BTreeSet;
@@ -41,10 +43,9 @@ use crate::core::sql::{QueryMemory, new_session, quote, register_table, sql_stri
 use crate::error::{Error, Result};
 use crate::infra::evolve::read_with_current_schema;
 use crate::stage::Stage;
-use crate::transient::{MISSING_ENTITIES, PERIOD, with_columns};
-use arrow::datatypes::{DataType, Field};
 use datafusion::execution::SendableRecordBatchStream;
-use futures::TryStreamExt;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 
 /// The drop's rows with their previous state attached, not yet computed.
 pub struct Baselined {
@@ -75,6 +76,36 @@ pub(crate) struct HistoryLoaded<'a> {
     absent: Option<missing::Absent>,
     /// The drop's periods, sorted (with `[completeness]` only).
     periods: Vec<i32>,
+    /// The drop's periods Silver holds rows of, when the history is one
+    /// bucket's (`None`: the history shows them).
+    held: Option<BTreeSet<i32>>,
+}
+
+/// What the whole drop sets for the baseline of each of its buckets: the
+/// window of history read and the drop's periods.
+pub(crate) struct DropShape {
+    window: Option<(NaiveDate, NaiveDate)>,
+    /// The drop's periods, sorted (with `[completeness]` only).
+    periods: Vec<i32>,
+}
+
+impl DropShape {
+    /// The shape of the drop whose rows are `rows`; its periods only
+    /// `with_periods` (they serve `[completeness]` alone).
+    pub(crate) fn of(
+        contract: &Contract,
+        rows: &RecordBatch,
+        lookback_months: u32,
+        with_periods: bool,
+    ) -> Result<DropShape> {
+        Ok(DropShape {
+            window: order_window(contract, rows, lookback_months)?,
+            periods: match with_periods {
+                true => lag::periods(contract, rows)?,
+                false => Vec::new(),
+            },
+        })
+    }
 }
 
 /// Reads the history the baseline of `rows` of `contributor` needs from
@@ -88,23 +119,24 @@ pub(crate) async fn read_history<'a>(
     (contract, expected): (&'a Contract, Option<Expected<'a>>),
     (rules, metrics): (&[&Rule], &[Metric]),
     (lookback_months, memory): (u32, &QueryMemory),
+    (shape, bucket): (&DropShape, &Bucket<'_>),
     contributor: &'a str,
     rows: RecordBatch,
     silver: &Table,
 ) -> Result<HistoryLoaded<'a>> {
     let ctx = new_session(memory);
-    let window = order_window(contract, &rows, lookback_months)?;
+    let window = shape.window;
     register_history_source(&ctx, contract, silver).await?;
     let prev = prev_columns(contract, rules, metrics);
     let entities = Entities::of_drop(contract, &rows)?;
     let completeness = expected.as_ref().map(|e| e.completeness);
+    let periods = match completeness {
+        Some(_) => shape.periods.clone(),
+        None => Vec::new(),
+    };
     // Only the missing entities of a drop of several periods need the
     // history's keys and closed flags (`missing.rs`); the LAG reads the
     // `prev` columns alone.
-    let periods = match completeness {
-        Some(_) => lag::periods(contract, &rows)?,
-        None => Vec::new(),
-    };
     let whole_states = periods.len() > 1;
     let read = HistoryRead {
         contract,
@@ -114,6 +146,7 @@ pub(crate) async fn read_history<'a>(
         lookback_months,
         entities: &entities,
         whole_states,
+        bucket,
     };
     let mut absent = match &expected {
         Some(expected) => {
@@ -127,13 +160,21 @@ pub(crate) async fn read_history<'a>(
             let keys = month_before
                 .and_then(|month| expected.still_missing.get(&month))
                 .unwrap_or(&none);
-            let carried = missing::Carried::new(contract, keys, &drop_keys)?;
+            let carried = missing::Carried::new(contract, keys, &drop_keys, bucket)?;
             Some(missing::Absent::new(read.state_schema(), carried))
         }
         None => None,
     };
     let history = read.read(&ctx, window, &mut absent).await?;
     tracing::debug!(rows = history.rows(), "history read");
+    let held = match (bucket.history, window) {
+        (Some(spilled), Some((from, to))) => {
+            spilled
+                .periods_of(drop_range(from, to, lookback_months))
+                .await
+        }
+        _ => None,
+    };
     Ok(HistoryLoaded {
         ctx,
         contract,
@@ -146,6 +187,7 @@ pub(crate) async fn read_history<'a>(
         history,
         absent,
         periods,
+        held,
     })
 }
 
@@ -166,6 +208,7 @@ impl HistoryLoaded<'_> {
             history,
             absent,
             periods,
+            held,
         } = self;
         // Missing entities first: the LAG then takes the history's columns
         // one by one, freeing them as it goes.
@@ -176,16 +219,14 @@ impl HistoryLoaded<'_> {
                     completeness,
                     entities: &entities,
                     periods,
+                    held: held.as_ref(),
                 };
                 Some(expectation.find(&ctx, &rows, &history, absent).await?)
             }
             _ => None,
         };
-        let mut lagged = lag::lag(contract, &prev, contributor, &rows, &entities, history)?;
+        let lagged = lag::lag(contract, &prev, contributor, &rows, &entities, history)?;
         tracing::debug!("lagged");
-        if let Some(found) = &missing {
-            lagged = with_missing_counts(&lagged, found)?;
-        }
         let frame = register_rows(&ctx, &lagged).await?;
         Ok(Baselined {
             ctx,
@@ -195,23 +236,6 @@ impl HistoryLoaded<'_> {
             missing,
         })
     }
-}
-
-fn period_column(lagged: &RecordBatch) -> Result<&Date32Array> {
-    lagged
-        .column_by_name(PERIOD)
-        .and_then(|c| c.as_any().downcast_ref::<Date32Array>())
-        .ok_or_else(|| Error::Internal("baseline: the period column is missing".to_string()))
-}
-
-/// `lagged` with `_missing_entities`: the count of each row's period.
-fn with_missing_counts(lagged: &RecordBatch, missing: &Missing) -> Result<RecordBatch> {
-    let counts = missing::counts_per_row(missing, period_column(lagged)?);
-    with_columns(
-        lagged,
-        vec![(Field::new(MISSING_ENTITIES, DataType::Int64, true), counts)],
-        Stage::Baseline,
-    )
 }
 
 impl Baselined {
@@ -255,6 +279,15 @@ pub(crate) fn comparison_window(
 ) -> Result<Option<(NaiveDate, NaiveDate)>> {
     Ok(order_window(contract, rows, lookback_months)?
         .map(|(from, _)| (from, first_period(from, lookback_months))))
+}
+
+/// The range of the drop's own periods, from the window (`from`, `to`):
+/// the first day of its earliest period to the day after its latest row.
+fn drop_range(from: NaiveDate, to: NaiveDate, lookback_months: u32) -> (NaiveDate, NaiveDate) {
+    (
+        first_period(from, lookback_months),
+        to.succ_opt().unwrap_or(to),
+    )
 }
 
 /// The first day of the drop's earliest period, from the window's start.
@@ -401,6 +434,8 @@ struct HistoryRead<'a> {
     /// Whether the history keeps every column read (the missing entities
     /// of a drop of several periods need them), not just the `prev` ones.
     whole_states: bool,
+    /// The bucket whose history is read.
+    bucket: &'a Bucket<'a>,
 }
 
 impl HistoryRead<'_> {
@@ -419,11 +454,10 @@ impl HistoryRead<'_> {
         let Some((from, to)) = window else {
             return Ok(history);
         };
-        let first_period = first_period(from, self.lookback_months);
+        let range = drop_range(from, to, self.lookback_months);
+        let first_period = range.0;
         let mut wanted = vec![true; self.entities.count()];
         let mut still_wanted = wanted.len();
-        let end = to.succ_opt().unwrap_or(to);
-        let range = (first_period, end);
         self.scan_month(ctx, range, (&mut history, absent), |_| true)
             .await?;
         let mut month_end = first_period;
@@ -471,21 +505,33 @@ impl HistoryRead<'_> {
         Ok(())
     }
 
-    /// Streams this contributor's rows with `start <= order < end`,
-    /// keeping those of wanted drop entities.
+    /// Streams this contributor's rows with `start <= order < end` (of
+    /// this bucket), keeping those of wanted drop entities.
     async fn scan(
         &self,
         ctx: &SessionContext,
-        (start, end): (NaiveDate, NaiveDate),
+        range: (NaiveDate, NaiveDate),
         (history, mut absent): (&mut History, Option<&mut missing::Absent>),
         wanted: impl Fn(u32) -> bool,
     ) -> Result<()> {
-        let mut stream = self.stream(ctx, (start, end)).await?;
-        while let Some(batch) = stream
-            .try_next()
-            .await
-            .map_err(Error::query(Stage::Baseline))?
-        {
+        let mut stream: BoxStream<'_, Result<RecordBatch>> = match self.bucket.history {
+            None => self
+                .stream(ctx, range)
+                .await?
+                .map_err(|e| Error::query(Stage::Baseline)(e))
+                .boxed(),
+            Some(spilled) => {
+                let rows = spilled
+                    .rows(
+                        (range, self.bucket.index),
+                        self.contract,
+                        self.stream(ctx, range),
+                    )
+                    .await?;
+                futures::stream::iter(rows.into_iter().map(Ok)).boxed()
+            }
+        };
+        while let Some(batch) = stream.try_next().await? {
             let entities = self.entities.find(self.contract, &batch)?;
             if let Some(absent) = absent.as_deref_mut() {
                 absent.keep(self.contract, &batch, &entities)?;

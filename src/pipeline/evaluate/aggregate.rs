@@ -12,22 +12,26 @@ use std::collections::BTreeMap;
 
 use arrow::array::{Array, Date32Array, Float64Array, Int64Array};
 use arrow::compute::cast;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::NaiveDate;
+use datafusion::datasource::file_format::options::ArrowReadOptions;
+use datafusion::prelude::SessionContext;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 use super::committed::CommittedPeriods;
 use super::metrics::{drop_metric_columns, metrics_by_period_sql};
 use crate::config::rules::Metric;
 use crate::config::rules::Rule;
 use crate::config::values::UNIX_EPOCH_FROM_CE;
-use crate::core::sql::{quote, register_frame, register_table, run_frame};
+use crate::core::spill::{SPILL_EXTENSION, Spill};
+use crate::core::sql::{QueryMemory, collect, new_session, quote, register_table, run_frame};
 use crate::error::{Error, Result};
-use crate::pipeline::baseline::Baselined;
+use crate::pipeline::baseline::{Baselined, Missing};
 use crate::pipeline::evaluate::{Outcome, rule_failure};
 use crate::stage::Stage;
-use crate::transient::{PERIOD, prev_column};
+use crate::transient::{MISSING_ENTITIES, PERIOD, prev_column};
 
 /// One period's metrics and rule outcomes, for the summary.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -65,25 +69,47 @@ impl PeriodOutcomes {
     }
 }
 
-/// Computes the drop's periods' metrics and evaluates `rules` (all of
-/// aggregate scope) for every period of the drop, against the committed periods.
-pub async fn evaluate_aggregates(
+/// The columns the metrics read and the period of `baselined`'s rows (one
+/// bucket's), kept until every bucket is baselined.
+pub async fn metric_rows(
     baselined: &Baselined,
     metrics: &[Metric],
-    rules: &[&Rule],
-    (average_periods, committed): (u32, Option<CommittedPeriods>),
-) -> Result<PeriodOutcomes> {
-    // Committed periods are measured only when there are aggregate rules,
-    // metrics and rows to compare.
-    let Some(committed) = committed else {
-        return Ok(PeriodOutcomes::default());
-    };
-    let ctx = &baselined.ctx;
-    let rows = ctx
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let rows = baselined
+        .ctx
         .sql(&drop_rows_sql(metrics))
         .await
         .map_err(Error::query(Stage::Aggregate))?;
-    register_frame(ctx, "aggregate_rows", rows, Stage::Aggregate).await?;
+    collect(rows, Stage::Aggregate).await
+}
+
+/// Every bucket's metric rows ([`metric_rows`]), as kept.
+pub(crate) struct MetricRows {
+    /// Their schema.
+    pub(crate) schema: SchemaRef,
+    /// One spill per bucket.
+    pub(crate) spills: Vec<Spill>,
+    /// The folder of the spills, when they are files.
+    pub(crate) folder: Option<PathBuf>,
+}
+
+/// Computes the drop's periods' metrics and evaluates `rules` (all of
+/// aggregate scope) for every period of the drop, against the committed
+/// periods; `missing`: the entities the drop leaves out, counted per period.
+pub(crate) async fn evaluate_aggregates(
+    rows: Option<MetricRows>,
+    (metrics, missing): (&[Metric], Option<&Missing>),
+    rules: &[&Rule],
+    (average_periods, committed): (u32, Option<CommittedPeriods>),
+    memory: &QueryMemory,
+) -> Result<PeriodOutcomes> {
+    // Committed periods are measured only when there are aggregate rules,
+    // metrics and rows to compare.
+    let (Some(committed), Some(rows)) = (committed, rows) else {
+        return Ok(PeriodOutcomes::default());
+    };
+    let ctx = &new_session(memory);
+    register_metric_rows(ctx, rows, missing).await?;
     register_table(
         ctx,
         "committed_periods",
@@ -97,16 +123,73 @@ pub async fn evaluate_aggregates(
             return Err(blame_aggregate(ctx, (metrics, rules), average_periods, source).await);
         }
     };
-    for table in ["aggregate_rows", "committed_periods"] {
-        ctx.deregister_table(table)
-            .map_err(Error::query(Stage::Aggregate))?;
-    }
     let mut outcomes = PeriodOutcomes::default();
     for batch in &batches {
         read_periods(batch, metrics, rules, &mut outcomes)?;
     }
     outcomes.reports.sort_by(|a, b| a.period.cmp(&b.period));
     Ok(outcomes)
+}
+
+/// Each row's count of the entities its period (`p`) leaves out.
+fn missing_counts_sql(missing: &Missing) -> String {
+    let cases: String = missing
+        .by_period
+        .iter()
+        .map(|(period, count)| format!(" WHEN DATE '{period}' THEN CAST({count} AS BIGINT)"))
+        .collect();
+    match cases.is_empty() {
+        true => "CAST(0 AS BIGINT)".to_string(),
+        false => format!("CASE p{cases} ELSE CAST(0 AS BIGINT) END"),
+    }
+}
+
+/// Registers the drop's metric rows as `aggregate_rows`, each with the
+/// count of entities its period leaves out when `missing` is known.
+async fn register_metric_rows(
+    ctx: &SessionContext,
+    rows: MetricRows,
+    missing: Option<&Missing>,
+) -> Result<()> {
+    let query = Error::query(Stage::Aggregate);
+    match &rows.folder {
+        Some(folder) => {
+            let options = ArrowReadOptions {
+                schema: Some(rows.schema.as_ref()),
+                file_extension: SPILL_EXTENSION,
+                ..Default::default()
+            };
+            ctx.register_arrow("metric_rows", &folder.to_string_lossy(), options)
+                .await
+                .map_err(query)?;
+        }
+        None => {
+            let batches = rows
+                .spills
+                .iter()
+                .map(Spill::read)
+                .collect::<Result<Vec<_>>>()?;
+            let batches = batches.into_iter().flatten().collect();
+            register_table(ctx, "metric_rows", (rows.schema, batches), Stage::Aggregate)?;
+        }
+    }
+    // The counts per period, as a CASE over the drop's few periods (a join
+    // would hold every metric row in a hash table that cannot spill).
+    let sql = match missing {
+        Some(missing) => format!(
+            "SELECT *, {} AS {} FROM metric_rows",
+            missing_counts_sql(missing),
+            quote(MISSING_ENTITIES)
+        ),
+        None => "SELECT * FROM metric_rows".to_string(),
+    };
+    let view = ctx
+        .sql(&sql)
+        .await
+        .map_err(Error::query(Stage::Aggregate))?;
+    ctx.register_table("aggregate_rows", view.into_view())
+        .map_err(Error::query(Stage::Aggregate))?;
+    Ok(())
 }
 
 async fn collect_sql(

@@ -6,15 +6,22 @@ use std::collections::BTreeSet;
 
 use crate::config::rules::Metric;
 use crate::core::sql::quote;
-use crate::transient::prev_column;
+use crate::transient::{MISSING_ENTITIES, prev_column};
 
 /// The columns the metrics read from the drop's rows (previous values
-/// included), quoted, each followed by a comma.
+/// included), quoted, each followed by a comma; the count of missing
+/// entities is left out (it is known per period once every bucket of the
+/// drop is baselined, and joined then).
 pub fn drop_metric_columns(metrics: &[Metric]) -> String {
-    selected(metrics.iter().flat_map(|m| {
-        let prev = m.prev_columns.iter().map(|c| prev_column(c));
-        m.columns.iter().cloned().chain(prev)
-    }))
+    selected(
+        metrics
+            .iter()
+            .flat_map(|m| {
+                let prev = m.prev_columns.iter().map(|c| prev_column(c));
+                m.columns.iter().cloned().chain(prev)
+            })
+            .filter(|c| c != MISSING_ENTITIES),
+    )
 }
 
 /// The columns the metrics measured on committed periods read from Silver,

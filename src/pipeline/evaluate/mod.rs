@@ -26,7 +26,7 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int8Array, ListBuilder,
     StringBuilder, StructBuilder, UInt8Builder,
 };
-use arrow::datatypes::{DataType, Field, Fields};
+use arrow::datatypes::{DataType, Field, Fields, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
@@ -42,7 +42,6 @@ use crate::transient::{
     DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, prev_column, with_columns,
 };
 use aggregate::{PeriodOutcomes, PeriodReport};
-use committed::CommittedPeriods;
 use reference::KnownKeys;
 
 /// The transient column holding the worst severity that fired on a row, as
@@ -118,14 +117,26 @@ pub struct RuleOutcome {
     pub escalated: bool,
 }
 
-/// The drop's rows with their verdicts.
-pub struct Judged {
-    /// Contract + provenance + `_has_baseline` + `_dq_errors` + `_dq_passed` + `_dq_severity`.
+/// One bucket's rows with the outcome of every row and reference rule,
+/// waiting for the periods' outcomes and the escalations (which need every
+/// bucket's) before their verdicts.
+pub struct BucketOutcomes {
+    /// Own columns (contract, provenance, `_has_baseline`, `_period`...),
+    /// then one outcome column per row or reference rule, in rule order.
     pub rows: Vec<RecordBatch>,
+    /// The columns the metrics read and the period of every row, when
+    /// aggregate rules are measured.
+    pub metric_rows: Option<(SchemaRef, Vec<RecordBatch>)>,
+}
+
+/// The verdicts of a drop's rows, bucket after bucket, once every bucket's
+/// outcomes are counted.
+pub struct Verdicts<'a> {
+    rules: &'a [&'a Rule],
+    sources: Vec<OutcomeSource>,
+    periods: PeriodOutcomes,
     /// Per-rule counts, in rule order.
     pub outcomes: Vec<RuleOutcome>,
-    /// Per-period metrics of the aggregate rules.
-    pub periods: Vec<PeriodReport>,
     /// Rows that found a previous state.
     pub with_baseline: u64,
     /// Rows that did not.
@@ -134,7 +145,7 @@ pub struct Judged {
 
 /// Where a rule's outcome for a row comes from.
 enum OutcomeSource {
-    /// An outcome column of the row batch.
+    /// The n-th outcome column of the row batch (after its own columns).
     Column(usize),
     /// The period table, by aggregate rule index.
     Period(usize),
@@ -149,62 +160,131 @@ pub fn references_read_by(plan: &Plan, rules: &[&Rule]) -> Vec<Reference> {
         .collect()
 }
 
-/// Evaluates `rules` over the baselined rows, with the keys of the references
-/// they read and the committed periods aggregate rules compare with.
-pub async fn evaluate_rules(
+/// Evaluates the row and reference rules over one bucket's baselined
+/// rows, with the keys of the references they read; with `measure`, keeps
+/// the columns the metrics of aggregate rules read.
+pub async fn bucket_outcomes(
     baselined: Baselined,
     rules: &[&Rule],
     plan: &Plan,
-    (known, committed): (&[KnownKeys], Option<CommittedPeriods>),
-) -> Result<Judged> {
+    (known, measure): (&[KnownKeys], bool),
+) -> Result<BucketOutcomes> {
     let clock = std::time::Instant::now();
     let baselined = reference::flag_references(baselined, known).await?;
     tracing::debug!(ms = clock.elapsed().as_millis() as u64, "references joined");
-    let aggregate_rules: Vec<&Rule> = rules
-        .iter()
-        .copied()
-        .filter(|r| r.scope == Scope::Aggregate)
-        .collect();
-    let periods = aggregate::evaluate_aggregates(
-        &baselined,
-        &plan.metrics,
-        &aggregate_rules,
-        (plan.average_periods, committed),
-    )
-    .await?;
-    tracing::debug!(
-        ms = clock.elapsed().as_millis() as u64,
-        "aggregates evaluated"
-    );
-    let (batches, kept, sources) = row_outcomes(baselined, rules, &plan.contract).await?;
+    let metric_rows = match measure {
+        true => Some(aggregate::metric_rows(&baselined, &plan.metrics).await?),
+        false => None,
+    };
+    let rows = row_outcomes(baselined, rules, &plan.contract).await?;
     tracing::debug!(
         ms = clock.elapsed().as_millis() as u64,
         "row rules evaluated"
     );
-    let mut outcomes = count_outcomes(&batches, rules, &sources, &periods)?;
-    apply_escalation(rules, &mut outcomes);
-    let mut judged = Judged {
-        rows: Vec::with_capacity(batches.len()),
-        outcomes,
-        periods: periods.reports.clone(),
-        with_baseline: 0,
-        without_baseline: 0,
-    };
-    for batch in &batches {
-        let verdicts = judge_batch(batch, kept, rules, &sources, &periods, &mut judged)?;
-        judged.rows.push(verdicts);
-    }
-    tracing::debug!(ms = clock.elapsed().as_millis() as u64, "verdicts built");
-    Ok(judged)
+    Ok(BucketOutcomes { rows, metric_rows })
 }
 
-/// Computes one outcome column per row or reference rule; returns the batches,
-/// how many leading columns are the rows' own, and where each rule's outcome is.
+impl<'a> Verdicts<'a> {
+    /// No row counted yet; `periods`: the aggregate rules' outcomes.
+    pub fn new(rules: &'a [&'a Rule], periods: PeriodOutcomes) -> Verdicts<'a> {
+        let mut row_rules = 0;
+        let mut aggregates = 0;
+        let sources = rules
+            .iter()
+            .map(|rule| match rule.scope {
+                Scope::Aggregate => {
+                    aggregates += 1;
+                    OutcomeSource::Period(aggregates - 1)
+                }
+                _ => {
+                    row_rules += 1;
+                    OutcomeSource::Column(row_rules - 1)
+                }
+            })
+            .collect();
+        let outcomes = rules
+            .iter()
+            .map(|r| RuleOutcome {
+                rule: r.name.clone(),
+                scope: r.scope,
+                severity: r.severity,
+                trend: r.is_trend(),
+                passed: 0,
+                failed: 0,
+                skipped_no_baseline: 0,
+                not_applicable: 0,
+                escalated: false,
+            })
+            .collect();
+        Verdicts {
+            rules,
+            sources,
+            periods,
+            outcomes,
+            with_baseline: 0,
+            without_baseline: 0,
+        }
+    }
+
+    /// What each period measured.
+    pub fn periods(&self) -> &[PeriodReport] {
+        &self.periods.reports
+    }
+
+    /// Counts one bucket's outcomes (before any verdict: escalation needs
+    /// every row's).
+    pub fn count(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        for batch in batches {
+            let reader = BatchOutcomes::new(batch, &self.sources)?;
+            for row in 0..batch.num_rows() {
+                for (i, source) in self.sources.iter().enumerate() {
+                    let counts = &mut self.outcomes[i];
+                    match reader.outcome(i, source, row, &self.periods)? {
+                        Outcome::Pass => counts.passed += 1,
+                        Outcome::Skipped => counts.skipped_no_baseline += 1,
+                        Outcome::NotApplicable => counts.not_applicable += 1,
+                        Outcome::Fail => counts.failed += 1,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Once every bucket is counted: a rule whose failure rate among checked
+    /// rows passes its threshold acts with its escalated severity.
+    pub fn escalate(&mut self) {
+        for (rule, outcome) in self.rules.iter().zip(self.outcomes.iter_mut()) {
+            let Some(escalation) = rule.escalation else {
+                continue;
+            };
+            let checked = outcome.passed + outcome.failed;
+            if checked > 0 && outcome.failed as f64 > escalation.above * checked as f64 {
+                outcome.severity = escalation.to;
+                outcome.escalated = true;
+            }
+        }
+    }
+
+    /// One bucket's rows with their verdicts: own columns + `_dq_errors` +
+    /// `_dq_passed` + `_dq_severity`.
+    pub fn judge(&mut self, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+        let judged = batches
+            .iter()
+            .map(|batch| self.judge_batch(batch))
+            .collect::<Result<_>>()?;
+        tracing::debug!("verdicts built");
+        Ok(judged)
+    }
+}
+
+/// Computes one outcome column per row or reference rule after the rows'
+/// own columns (the `prev_*` and reference flags left out).
 async fn row_outcomes(
     baselined: Baselined,
     rules: &[&Rule],
     contract: &Contract,
-) -> Result<(Vec<RecordBatch>, usize, Vec<OutcomeSource>)> {
+) -> Result<Vec<RecordBatch>> {
     let frame = baselined.frame;
     let kept: Vec<String> = frame
         .schema()
@@ -214,27 +294,20 @@ async fn row_outcomes(
         .filter(|n| !n.starts_with(PREV_PREFIX) && !n.starts_with(REF_PREFIX))
         .collect();
     let mut exprs: Vec<String> = kept.iter().map(|n| format!("\"{n}\"")).collect();
-    let mut sources = Vec::with_capacity(rules.len());
-    let mut aggregates = 0;
-    for rule in rules {
-        if rule.scope == Scope::Aggregate {
-            sources.push(OutcomeSource::Period(aggregates));
-            aggregates += 1;
-        } else {
-            sources.push(OutcomeSource::Column(exprs.len()));
+    for (i, rule) in rules.iter().enumerate() {
+        if rule.scope != Scope::Aggregate {
             exprs.push(format!(
                 "{} AS \"_rule_{}\"",
                 outcome_sql(rule, contract),
-                sources.len()
+                i + 1
             ));
         }
     }
     let expr_refs: Vec<&str> = exprs.iter().map(String::as_str).collect();
-    let batches = match collect_exprs(frame.clone(), &expr_refs).await {
-        Ok(batches) => batches,
-        Err(source) => return Err(blame_row_rule(&frame, (rules, contract), source).await),
-    };
-    Ok((batches, kept.len(), sources))
+    match collect_exprs(frame.clone(), &expr_refs).await {
+        Ok(batches) => Ok(batches),
+        Err(source) => Err(blame_row_rule(&frame, (rules, contract), source).await),
+    }
 }
 
 async fn collect_exprs(
@@ -265,6 +338,7 @@ async fn blame_row_rule(
 /// I/O failure stays a (retryable) query error, anything else names it.
 pub(crate) fn rule_failure(subject: &str, source: datafusion::error::DataFusionError) -> Error {
     let failure = crate::error::EngineFailure::of_query(&source);
+    tracing::debug!(subject, %source, "could not be evaluated");
     if failure == crate::error::EngineFailure::Io {
         return Error::query(Stage::Evaluate)(source);
     }
@@ -313,17 +387,27 @@ fn outcome_sql(rule: &Rule, contract: &Contract) -> String {
 
 /// Reads each rule's outcome for each row of a batch.
 struct BatchOutcomes<'a> {
+    /// How many leading columns are the rows' own.
+    kept: usize,
     columns: Vec<Option<&'a Int8Array>>,
     periods: Option<&'a Date32Array>,
 }
 
 impl<'a> BatchOutcomes<'a> {
     fn new(batch: &'a RecordBatch, sources: &[OutcomeSource]) -> Result<BatchOutcomes<'a>> {
+        let row_rules = sources
+            .iter()
+            .filter(|s| matches!(s, OutcomeSource::Column(_)))
+            .count();
+        let kept = batch
+            .num_columns()
+            .checked_sub(row_rules)
+            .ok_or_else(|| Error::Internal("evaluate: fewer columns than outcomes".to_string()))?;
         let columns = sources
             .iter()
             .map(|source| match source {
                 OutcomeSource::Column(i) => batch
-                    .column(*i)
+                    .column(kept + *i)
                     .as_any()
                     .downcast_ref::<Int8Array>()
                     .map(Some)
@@ -336,7 +420,11 @@ impl<'a> BatchOutcomes<'a> {
         let periods = batch
             .column_by_name(PERIOD)
             .and_then(|c| c.as_any().downcast_ref::<Date32Array>());
-        Ok(BatchOutcomes { columns, periods })
+        Ok(BatchOutcomes {
+            kept,
+            columns,
+            periods,
+        })
     }
 
     fn outcome(
@@ -359,57 +447,6 @@ impl<'a> BatchOutcomes<'a> {
     }
 }
 
-fn count_outcomes(
-    batches: &[RecordBatch],
-    rules: &[&Rule],
-    sources: &[OutcomeSource],
-    periods: &PeriodOutcomes,
-) -> Result<Vec<RuleOutcome>> {
-    let mut outcomes: Vec<RuleOutcome> = rules
-        .iter()
-        .map(|r| RuleOutcome {
-            rule: r.name.clone(),
-            scope: r.scope,
-            severity: r.severity,
-            trend: r.is_trend(),
-            passed: 0,
-            failed: 0,
-            skipped_no_baseline: 0,
-            not_applicable: 0,
-            escalated: false,
-        })
-        .collect();
-    for batch in batches {
-        let reader = BatchOutcomes::new(batch, sources)?;
-        for row in 0..batch.num_rows() {
-            for (i, source) in sources.iter().enumerate() {
-                let counts = &mut outcomes[i];
-                match reader.outcome(i, source, row, periods)? {
-                    Outcome::Pass => counts.passed += 1,
-                    Outcome::Skipped => counts.skipped_no_baseline += 1,
-                    Outcome::NotApplicable => counts.not_applicable += 1,
-                    Outcome::Fail => counts.failed += 1,
-                }
-            }
-        }
-    }
-    Ok(outcomes)
-}
-
-/// A rule whose failure rate among checked rows passes its threshold acts with its escalated severity.
-fn apply_escalation(rules: &[&Rule], outcomes: &mut [RuleOutcome]) {
-    for (rule, outcome) in rules.iter().zip(outcomes.iter_mut()) {
-        let Some(escalation) = rule.escalation else {
-            continue;
-        };
-        let checked = outcome.passed + outcome.failed;
-        if checked > 0 && outcome.failed as f64 > escalation.above * checked as f64 {
-            outcome.severity = escalation.to;
-            outcome.escalated = true;
-        }
-    }
-}
-
 fn error_item_fields() -> Fields {
     Fields::from(vec![
         Field::new("rule", DataType::Utf8, false),
@@ -423,55 +460,51 @@ fn errors_field() -> Field {
     Field::new(DQ_ERRORS, DataType::List(Arc::new(item)), false)
 }
 
-/// Builds the verdict columns of one batch.
-fn judge_batch(
-    batch: &RecordBatch,
-    kept: usize,
-    rules: &[&Rule],
-    sources: &[OutcomeSource],
-    periods: &PeriodOutcomes,
-    judged: &mut Judged,
-) -> Result<RecordBatch> {
-    let reader = BatchOutcomes::new(batch, sources)?;
-    let has_baseline = batch
-        .column_by_name(HAS_BASELINE)
-        .and_then(|c| c.as_any().downcast_ref::<BooleanArray>().cloned())
-        .ok_or_else(|| Error::Internal("evaluate: _has_baseline is missing".to_string()))?;
-    let mut errors = ListBuilder::new(StructBuilder::from_fields(error_item_fields(), 0));
-    let mut passed = BooleanBuilder::with_capacity(batch.num_rows());
-    let mut worst = UInt8Builder::new();
-    for row in 0..batch.num_rows() {
-        if has_baseline.value(row) {
-            judged.with_baseline += 1;
-        } else {
-            judged.without_baseline += 1;
-        }
-        let mut row_worst: Option<Severity> = None;
-        for (i, source) in sources.iter().enumerate() {
-            if reader.outcome(i, source, row, periods)? == Outcome::Fail {
-                let severity = judged.outcomes[i].severity;
-                append_error(&mut errors, &rules[i].name, severity, &rules[i].message);
-                row_worst = row_worst.max(Some(severity));
+impl Verdicts<'_> {
+    /// Builds the verdict columns of one batch.
+    fn judge_batch(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let reader = BatchOutcomes::new(batch, &self.sources)?;
+        let has_baseline = batch
+            .column_by_name(HAS_BASELINE)
+            .and_then(|c| c.as_any().downcast_ref::<BooleanArray>().cloned())
+            .ok_or_else(|| Error::Internal("evaluate: _has_baseline is missing".to_string()))?;
+        let mut errors = ListBuilder::new(StructBuilder::from_fields(error_item_fields(), 0));
+        let mut passed = BooleanBuilder::with_capacity(batch.num_rows());
+        let mut worst = UInt8Builder::new();
+        for row in 0..batch.num_rows() {
+            if has_baseline.value(row) {
+                self.with_baseline += 1;
+            } else {
+                self.without_baseline += 1;
             }
+            let mut row_worst: Option<Severity> = None;
+            for (i, source) in self.sources.iter().enumerate() {
+                if reader.outcome(i, source, row, &self.periods)? == Outcome::Fail {
+                    let severity = self.outcomes[i].severity;
+                    let rule = self.rules[i];
+                    append_error(&mut errors, &rule.name, severity, &rule.message);
+                    row_worst = row_worst.max(Some(severity));
+                }
+            }
+            errors.append(true);
+            passed.append_value(row_worst.is_none_or(|s| s == Severity::Warn));
+            worst.append_option(row_worst.map(Severity::code));
         }
-        errors.append(true);
-        passed.append_value(row_worst.is_none_or(|s| s == Severity::Warn));
-        worst.append_option(row_worst.map(Severity::code));
+        let own: Vec<usize> = (0..reader.kept).collect();
+        let own = batch.project(&own).map_err(Error::arrow(Stage::Evaluate))?;
+        let verdicts: Vec<(Field, ArrayRef)> = vec![
+            (errors_field(), Arc::new(errors.finish())),
+            (
+                Field::new(DQ_PASSED, DataType::Boolean, false),
+                Arc::new(passed.finish()),
+            ),
+            (
+                Field::new(DQ_SEVERITY, DataType::UInt8, true),
+                Arc::new(worst.finish()),
+            ),
+        ];
+        with_columns(&own, verdicts, Stage::Evaluate)
     }
-    let own: Vec<usize> = (0..kept).collect();
-    let own = batch.project(&own).map_err(Error::arrow(Stage::Evaluate))?;
-    let verdicts: Vec<(Field, ArrayRef)> = vec![
-        (errors_field(), Arc::new(errors.finish())),
-        (
-            Field::new(DQ_PASSED, DataType::Boolean, false),
-            Arc::new(passed.finish()),
-        ),
-        (
-            Field::new(DQ_SEVERITY, DataType::UInt8, true),
-            Arc::new(worst.finish()),
-        ),
-    ];
-    with_columns(&own, verdicts, Stage::Evaluate)
 }
 
 /// Appends one (rule, severity, message) entry to the current row's error list.

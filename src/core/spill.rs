@@ -1,0 +1,199 @@
+//! Where a run's rows wait between two passes over its buckets: in memory
+//! when the drop is judged as one bucket, else in Arrow IPC files in a
+//! folder of the scratch folder (`[resources] scratch_dir`), deleted with
+//! the run.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow::datatypes::SchemaRef;
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use arrow::record_batch::RecordBatch;
+
+use crate::error::{Error, Result};
+use crate::stage::Stage;
+
+/// The extension of spill files (as DataFusion lists Arrow files).
+pub(crate) const SPILL_EXTENSION: &str = ".arrow";
+
+/// The run's spill folder: none when everything stays in memory.
+pub(crate) struct SpillDir {
+    dir: Option<tempfile::TempDir>,
+}
+
+impl SpillDir {
+    /// Spills to files under `scratch` (the system's temporary folder when
+    /// `None`) when `to_disk`, else keeps everything in memory.
+    pub(crate) fn new(to_disk: bool, scratch: Option<&Path>) -> Result<SpillDir> {
+        if !to_disk {
+            return Ok(SpillDir { dir: None });
+        }
+        let parent = scratch.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let dir = tempfile::Builder::new()
+            .prefix("silverline-buckets-")
+            .tempdir_in(&parent)
+            .map_err(|source| Error::Io {
+                path: parent,
+                source,
+            })?;
+        Ok(SpillDir { dir: Some(dir) })
+    }
+
+    /// The folder `name` of the spill folder (made if missing), where a
+    /// table's files are listed together; `None` in memory.
+    pub(crate) fn folder(&self, name: &str) -> Result<Option<PathBuf>> {
+        let Some(dir) = &self.dir else {
+            return Ok(None);
+        };
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Some(path))
+    }
+
+    /// Keeps `batches` as `name` (a file name in `folder`, or the spill
+    /// folder itself): in memory, or written to a file and freed (no rows:
+    /// no file).
+    pub(crate) fn keep(
+        &self,
+        (folder, name): (Option<&Path>, &str),
+        batches: Vec<RecordBatch>,
+    ) -> Result<Spill> {
+        let (Some(dir), Some(schema)) = (&self.dir, batches.first().map(RecordBatch::schema))
+        else {
+            return Ok(Spill::Memory(batches));
+        };
+        let path = folder
+            .unwrap_or(dir.path())
+            .join(format!("{name}{SPILL_EXTENSION}"));
+        let mut writer = SpillWriter::create(&path, &schema)?;
+        for batch in &batches {
+            writer.write(batch)?;
+        }
+        writer.finish()
+    }
+
+    /// A writer of the file `name` in `folder` (in memory without a folder).
+    pub(crate) fn writer(
+        &self,
+        (folder, name): (Option<&Path>, &str),
+        schema: &SchemaRef,
+    ) -> Result<SpillWriter> {
+        match &self.dir {
+            None => Ok(SpillWriter::Memory(Vec::new())),
+            Some(dir) => SpillWriter::create(
+                &folder
+                    .unwrap_or(dir.path())
+                    .join(format!("{name}{SPILL_EXTENSION}")),
+                schema,
+            ),
+        }
+    }
+}
+
+/// Batches written one by one to a spill.
+pub(crate) enum SpillWriter {
+    /// Held in memory.
+    Memory(Vec<RecordBatch>),
+    /// Written to an Arrow IPC file.
+    File(Box<FileWriter<File>>, PathBuf),
+}
+
+impl SpillWriter {
+    fn create(path: &Path, schema: &SchemaRef) -> Result<SpillWriter> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::create(path).map_err(io)?;
+        let writer = FileWriter::try_new(file, schema).map_err(Error::arrow(Stage::Baseline))?;
+        Ok(SpillWriter::File(Box::new(writer), path.to_path_buf()))
+    }
+
+    /// Adds `batch`.
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        match self {
+            SpillWriter::Memory(batches) => batches.push(batch.clone()),
+            SpillWriter::File(writer, _) => {
+                writer.write(batch).map_err(Error::arrow(Stage::Baseline))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The spill written.
+    pub(crate) fn finish(self) -> Result<Spill> {
+        match self {
+            SpillWriter::Memory(batches) => Ok(Spill::Memory(batches)),
+            SpillWriter::File(mut writer, path) => {
+                writer.finish().map_err(Error::arrow(Stage::Baseline))?;
+                Ok(Spill::File(path))
+            }
+        }
+    }
+}
+
+/// Batches kept for a later pass.
+#[derive(Debug)]
+pub(crate) enum Spill {
+    /// Held in memory.
+    Memory(Vec<RecordBatch>),
+    /// In an Arrow IPC file.
+    File(PathBuf),
+}
+
+impl Spill {
+    /// The batches, read back.
+    pub(crate) fn read(&self) -> Result<Vec<RecordBatch>> {
+        match self {
+            Spill::Memory(batches) => Ok(batches.clone()),
+            Spill::File(path) => {
+                let file = File::open(path).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let reader =
+                    FileReader::try_new(file, None).map_err(Error::arrow(Stage::Baseline))?;
+                reader
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(Error::arrow(Stage::Baseline))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array};
+
+    use super::*;
+
+    fn batch(values: Vec<i64>) -> RecordBatch {
+        RecordBatch::try_from_iter([("v", Arc::new(Int64Array::from(values)) as ArrayRef)]).unwrap()
+    }
+
+    #[test]
+    fn batches_read_back_as_kept_in_memory_and_on_disk() {
+        let batches = vec![batch(vec![1, 2]), batch(vec![]), batch(vec![3])];
+        let schema = batches[0].schema();
+        for to_disk in [false, true] {
+            let dir = SpillDir::new(to_disk, None).unwrap();
+            let kept = dir.keep((None, "a"), batches.clone()).unwrap();
+            assert_eq!(matches!(kept, Spill::File(_)), to_disk);
+            assert_eq!(kept.read().unwrap(), batches);
+            let folder = dir.folder("rows").unwrap();
+            let mut writer = dir.writer((folder.as_deref(), "b"), &schema).unwrap();
+            for b in &batches {
+                writer.write(b).unwrap();
+            }
+            assert_eq!(writer.finish().unwrap().read().unwrap(), batches);
+            let none = dir.keep((None, "c"), Vec::new()).unwrap();
+            assert!(none.read().unwrap().is_empty());
+        }
+    }
+}
