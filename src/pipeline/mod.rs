@@ -5,8 +5,8 @@
 //! ```
 //!
 //! [`run`] calls one function per stage and records what each did in the
-//! [`Summary`]; the stages pass named types (`Batch`, `Baselined`, `Judged`,
-//! `Routed`, `Written`, `Balanced`), and only a `Balanced` run can be committed.
+//! [`Summary`]; the stages pass named types (`Batch`, `Baselined`,
+//! `BucketOutcomes`, `Verdicts`, `Routed`, `Written`, `Balanced`), and only a `Balanced` run can be committed.
 
 pub mod background;
 pub mod balance;

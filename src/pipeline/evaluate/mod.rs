@@ -1,8 +1,10 @@
-//! Evaluate: every rule over the baselined rows, in one pass.
+//! Evaluate: every rule over the baselined rows, bucket by bucket.
 //!
-//! In: the [`Baselined`] frame and the contributor's rules. Out: [`Judged`]
-//! rows carrying their verdict (DESIGN.md invariant 2): `_dq_errors` (a list
-//! of rule, severity, message), `_dq_passed` and the worst severity that
+//! In: each bucket's [`Baselined`] frame and the contributor's rules.
+//! Out: first each bucket's [`BucketOutcomes`]; then, once the periods are
+//! measured and every bucket counted ([`Verdicts`]), each bucket's rows
+//! carrying their verdict (DESIGN.md invariant 2): `_dq_errors` (a list of
+//! rule, severity, message), `_dq_passed` and the worst severity that
 //! fired, plus per-rule counts.
 //!
 //! Row and reference rules become one outcome column each, computed by
