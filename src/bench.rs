@@ -261,6 +261,7 @@ fn typed_rows(plan: &Plan, statements: &[Statement]) -> Result<RecordBatch> {
     let columns: Vec<usize> = (0..plan.contract.columns.len()).collect();
     batch
         .rows
+        .whole()?
         .project(&columns)
         .map_err(Error::arrow(Stage::Bench))
 }

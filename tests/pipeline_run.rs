@@ -48,7 +48,7 @@ async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() 
     };
     let read = read_drop(&ws.plan.contract, &[file]).unwrap();
     let columns: Vec<usize> = (0..ws.plan.contract.columns.len()).collect();
-    let rows = read.rows.project(&columns).unwrap();
+    let rows = read.rows.whole().unwrap().project(&columns).unwrap();
     let files = write_silver_files(&checked, &[rows], "pinned")
         .await
         .unwrap();

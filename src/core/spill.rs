@@ -18,6 +18,7 @@ use crate::stage::Stage;
 pub(crate) const SPILL_EXTENSION: &str = ".arrow";
 
 /// The run's spill folder: none when everything stays in memory.
+#[derive(Debug)]
 pub(crate) struct SpillDir {
     dir: Option<tempfile::TempDir>,
 }

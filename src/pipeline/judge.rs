@@ -20,7 +20,6 @@ use super::route::RunStamp;
 use super::summary::{MissingEntities, Summary};
 use super::write::MISSING_OUTPUT;
 use super::{RunOptions, balance, baseline, evaluate, read, route, write};
-use crate::config::contract::Contract;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::keys::Buckets;
 use crate::core::set_aside::SetAside;
@@ -87,24 +86,13 @@ pub(super) async fn judge_and_write(
     let plan = context.plan;
     let mut laps = Laps::start(summary);
     progress.stage(Stage::Baseline);
-    let resources = &plan.resources;
-    let buckets = Buckets::for_rows(
-        batch.rows.num_rows(),
-        (resources.bytes, resources.bucket_rows),
-    );
-    let spill = SpillDir::new(buckets.count() > 1, resources.scratch_dir.as_deref())?;
-    if buckets.count() > 1 {
-        tracing::info!(
-            buckets = buckets.count(),
-            rows = batch.rows.num_rows(),
-            "judging the drop in buckets of entities (resources.memory_limit, resources.bucket_rows)"
-        );
-    }
+    let buckets = batch.rows.buckets();
+    let spill = SpillDir::new(buckets.count() > 1, plan.resources.scratch_dir.as_deref())?;
     let (firsts, missing) = first_pass(
         context,
         (silver, references),
         (batch, rules, options),
-        (&buckets, &spill),
+        (buckets, &spill),
         (summary, &mut laps),
     )
     .await?;
@@ -222,7 +210,7 @@ pub(super) async fn judge_and_write(
         balanced,
         set_aside_files,
         exception_ids: stamp.exception_ids,
-        declared: declared_columns(&plan.contract, &batch.rows)?,
+        declared: batch.rows.declared().clone(),
     })
 }
 
@@ -259,11 +247,17 @@ async fn first_pass(
         ),
         None => None,
     };
+    let shape = baseline::DropShape::of(
+        &plan.contract,
+        batch.rows.days(),
+        plan.lookback_months,
+        completeness_of(plan, options).is_some() && recorded.is_some(),
+    )?;
     let mut committed_work = evaluate::committed::start_committed_periods(
         plan,
         rules,
         contributor,
-        &batch.rows,
+        shape.comparison_window(plan.lookback_months),
         evaluate::committed::CommittedSources {
             silver,
             dq_error: &context.dq_error,
@@ -282,13 +276,6 @@ async fn first_pass(
                 still_missing: &recorded.still_open,
             })
     };
-    let shape = baseline::DropShape::of(
-        &plan.contract,
-        &batch.rows,
-        plan.lookback_months,
-        expected().is_some(),
-    )?;
-    let layout = buckets.layout(&key_columns(&plan.contract, &batch.rows)?, Stage::Baseline)?;
     let history = SpilledHistory::new(buckets, spill);
     let known_keys = references.get().await?;
     let (outcomes_folder, metric_folder) = (spill.folder("outcomes")?, spill.folder("metrics")?);
@@ -311,7 +298,7 @@ async fn first_pass(
             (plan.lookback_months, &context.memory),
             (&shape, &bucket),
             contributor,
-            layout.bucket(&batch.rows, index)?,
+            batch.rows.bucket(index)?,
             silver,
         )
         .await?;
@@ -392,35 +379,6 @@ fn completeness_of<'a>(
 ) -> Option<&'a crate::config::rules::Completeness> {
     let partial = options.replay || options.accept.is_some();
     plan.completeness.as_ref().filter(|_| !partial)
-}
-
-/// The drop's entity key columns (shared, not copied).
-fn key_columns(contract: &Contract, rows: &RecordBatch) -> Result<Vec<arrow::array::ArrayRef>> {
-    contract
-        .entity_key
-        .iter()
-        .map(|c| {
-            rows.column_by_name(c)
-                .cloned()
-                .ok_or_else(|| Error::Internal(format!("judge: column {c} is missing")))
-        })
-        .collect()
-}
-
-/// The drop's entity key and order columns (shared, not copied).
-fn declared_columns(contract: &Contract, rows: &RecordBatch) -> Result<RecordBatch> {
-    let schema = rows.schema();
-    let indices = contract
-        .entity_key
-        .iter()
-        .chain(std::iter::once(&contract.order_column))
-        .map(|c| {
-            schema
-                .index_of(c)
-                .map_err(|_| Error::Internal(format!("judge: column {c} is missing")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    rows.project(&indices).map_err(Error::arrow(Stage::Write))
 }
 
 /// The parse rule's counts, listed first among the rule outcomes.

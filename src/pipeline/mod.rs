@@ -199,7 +199,11 @@ async fn stages(
 ) -> Result<()> {
     let clock = Instant::now();
     progress.stage(Stage::Read);
-    let batch = read::read_drop(&context.plan.contract, &std::mem::take(&mut claim.files))?;
+    let batch = read::read_drop_in_buckets(
+        &context.plan.contract,
+        &std::mem::take(&mut claim.files),
+        &context.plan.resources,
+    )?;
     batch.record(summary);
     lap(summary, Stage::Read, clock);
     let mut references = References::Loading(references);

@@ -173,14 +173,6 @@ impl HistoryColumns {
     }
 }
 
-/// The drop's periods (the first days of its order column's months),
-/// distinct and sorted.
-pub(super) fn periods(contract: &Contract, rows: &RecordBatch) -> Result<Vec<i32>> {
-    let starts = month_starts(&dates(column(rows, &contract.order_column)?)?);
-    let distinct: BTreeSet<i32> = starts.iter().flatten().collect();
-    Ok(distinct.into_iter().collect())
-}
-
 fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef> {
     batch
         .column_by_name(name)

@@ -26,7 +26,7 @@ pub use missing::{Expected, Missing};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Date32Array, UInt32Array};
+use arrow::array::{ArrayRef, UInt32Array};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
 use datafusion::dataframe::DataFrame;
@@ -90,21 +90,31 @@ pub(crate) struct DropShape {
 }
 
 impl DropShape {
-    /// The shape of the drop whose rows are `rows`; its periods only
-    /// `with_periods` (they serve `[completeness]` alone).
+    /// The shape of the drop whose distinct order dates are `days`; its
+    /// periods only `with_periods` (they serve `[completeness]` alone).
     pub(crate) fn of(
         contract: &Contract,
-        rows: &RecordBatch,
+        days: &BTreeSet<i32>,
         lookback_months: u32,
         with_periods: bool,
     ) -> Result<DropShape> {
+        let days_list: Vec<i32> = days.iter().copied().collect();
+        let periods: BTreeSet<i32> = lag::month_starts(&days_list).iter().flatten().collect();
         Ok(DropShape {
-            window: order_window(contract, rows, lookback_months)?,
+            window: order_window(contract, days, lookback_months)?,
             periods: match with_periods {
-                true => lag::periods(contract, rows)?,
+                true => periods.into_iter().collect(),
                 false => Vec::new(),
             },
         })
+    }
+
+    /// The periods the drop's periods are compared with: from the first
+    /// day of the lookback window to the first day of the drop's earliest
+    /// period.
+    pub(crate) fn comparison_window(&self, lookback_months: u32) -> Option<(NaiveDate, NaiveDate)> {
+        self.window
+            .map(|(from, _)| (from, first_period(from, lookback_months)))
     }
 }
 
@@ -268,17 +278,6 @@ fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
         .step_by(SLICE_ROWS)
         .map(|start| batch.slice(start, SLICE_ROWS.min(batch.num_rows() - start)))
         .collect()
-}
-
-/// The periods a drop's periods are compared with: from the first day of
-/// the lookback window to the first day of the drop's earliest period.
-pub(crate) fn comparison_window(
-    contract: &Contract,
-    rows: &RecordBatch,
-    lookback_months: u32,
-) -> Result<Option<(NaiveDate, NaiveDate)>> {
-    Ok(order_window(contract, rows, lookback_months)?
-        .map(|(from, _)| (from, first_period(from, lookback_months))))
 }
 
 /// The range of the drop's own periods, from the window (`from`, `to`):
@@ -594,19 +593,14 @@ fn prev_columns(contract: &Contract, rules: &[&Rule], metrics: &[Metric]) -> BTr
     columns
 }
 
-/// First day of the lookback period before the earliest row, and the latest row's date.
+/// First day of the lookback period before the earliest of `days` (the
+/// drop's distinct order dates), and the latest one.
 fn order_window(
     contract: &Contract,
-    rows: &RecordBatch,
+    days: &BTreeSet<i32>,
     lookback_months: u32,
 ) -> Result<Option<(NaiveDate, NaiveDate)>> {
-    let Some(column) = rows.column_by_name(&contract.order_column) else {
-        return Ok(None);
-    };
-    let Some(dates) = column.as_any().downcast_ref::<Date32Array>() else {
-        return Ok(None);
-    };
-    let (Some(min), Some(max)) = (arrow::compute::min(dates), arrow::compute::max(dates)) else {
+    let (Some(min), Some(max)) = (days.first(), days.last()) else {
         return Ok(None);
     };
     let to_date = |days: i32| {
@@ -617,12 +611,12 @@ fn order_window(
             }
         })
     };
-    let earliest = to_date(min)?;
+    let earliest = to_date(*min)?;
     let from = earliest
         .with_day(1)
         .and_then(|d| d.checked_sub_months(Months::new(lookback_months)))
         .unwrap_or(NaiveDate::MIN);
-    Ok(Some((from, to_date(max)?)))
+    Ok(Some((from, to_date(*max)?)))
 }
 
 /// Registers `silver` as the history source, read with its current schema

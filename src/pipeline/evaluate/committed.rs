@@ -36,7 +36,7 @@ use crate::core::sql::{quote, register_frame, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
-use crate::pipeline::baseline::{comparison_window, register_history_source};
+use crate::pipeline::baseline::register_history_source;
 use crate::stage::Stage;
 
 /// Each committed period's metrics (one row per period: the period, then
@@ -70,14 +70,14 @@ pub fn start_committed_periods(
     plan: &Plan,
     rules: &[&Rule],
     contributor: &str,
-    rows: &RecordBatch,
+    window: Option<(NaiveDate, NaiveDate)>,
     sources: CommittedSources<'_>,
 ) -> Result<Option<Background<CommittedPeriods>>> {
     let has_aggregates = rules.iter().any(|r| r.scope == Scope::Aggregate);
     if !has_aggregates || plan.metrics.is_empty() {
         return Ok(None);
     }
-    let Some(window) = comparison_window(&plan.contract, rows, plan.lookback_months)? else {
+    let Some(window) = window else {
         return Ok(None);
     };
     let months = ComparedMonths::new(plan, contributor, window);

@@ -13,34 +13,49 @@ use super::{ParseReject, RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
+use crate::pipeline::summary::SchemaDrift;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// How a file is cut into pieces read at once.
+/// How a file is cut into pieces.
 #[derive(Debug, Clone, Copy)]
 struct Pieces {
     /// At most this many pieces.
     most: usize,
     /// Each at least this many bytes.
     min_bytes: usize,
+    /// Pieces read at once (one per core).
+    lanes: usize,
 }
 
 impl Pieces {
-    /// One piece per core, of at least 4 MiB.
+    /// Pieces of at least 16 MiB (so that a chunk of typed rows stays
+    /// small whatever the file's size), read one per core at once.
     fn per_core() -> Pieces {
         Pieces {
-            most: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            min_bytes: 4 << 20,
+            most: usize::MAX,
+            min_bytes: 16 << 20,
+            lanes: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
 
-/// Reads one CSV file into typed columns.
-pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
-    read_in_pieces(contract, file, Pieces::per_core())
+/// Reads one CSV file into typed columns, handing `chunk` the rows of a
+/// few pieces at a time (the first chunk carries the file's drift).
+pub(super) fn read(
+    contract: &Contract,
+    file: &DropFile,
+    chunk: &mut dyn FnMut(TypedTable) -> Result<()>,
+) -> Result<()> {
+    read_in_pieces(contract, file, Pieces::per_core(), chunk)
 }
 
-fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Result<TypedTable> {
+fn read_in_pieces(
+    contract: &Contract,
+    file: &DropFile,
+    pieces: Pieces,
+    chunk: &mut dyn FnMut(TypedTable) -> Result<()>,
+) -> Result<()> {
     let skipped = if file.bytes.starts_with(BOM) {
         BOM.len()
     } else {
@@ -49,7 +64,7 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
     let bytes = file.bytes.slice(skipped..);
     let delimiter = contract.input.delimiter;
     let (header, body_start, header_line) = read_header(&bytes, &file.name, delimiter)?;
-    let (positions, drift) = map_header(
+    let (positions, mut drift) = map_header(
         contract,
         (&file.name, &format!("{}:{header_line}", file.name)),
         &header,
@@ -61,24 +76,44 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
         positions: &positions,
         fields: header.len(),
     };
-    let cuts = cuts(&bytes, body_start, pieces);
-    let pieces = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..cuts.len())
-            .map(|i| {
-                let (layout, cuts) = (&file_layout, &cuts);
-                scope.spawn(move || layout.read_piece(cuts[i], &cuts[i + 1..]))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| Error::Internal("read: a parsing thread panicked".to_string()))?
-            })
-            .collect::<Result<Vec<Piece<'_>>>>()
-    })?;
-    tracing::debug!(file = %file.name, pieces = cuts.len(), "parsed");
-    let mut chain = trusted_pieces(pieces).into_iter();
+    let (cuts, lines) = cuts(&bytes, body_start, pieces);
+    let mut next = Some(0);
+    while let Some(first) = next {
+        let round = first..(first + pieces.lanes).min(cuts.len());
+        let read = std::thread::scope(|scope| {
+            let handles: Vec<_> = round
+                .clone()
+                .map(|i| {
+                    let (layout, cuts, line) = (&file_layout, &cuts, lines[i]);
+                    scope.spawn(move || layout.read_piece((cuts[i], line), &cuts[i + 1..]))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().map_err(|_| {
+                        Error::Internal("read: a parsing thread panicked".to_string())
+                    })?
+                })
+                .collect::<Result<Vec<Piece<'_>>>>()
+        })?;
+        let (chain, after) = trusted_pieces(first, read);
+        next = after;
+        let table = typed_table(&file.name, &bytes, chain, std::mem::take(&mut drift))?;
+        tracing::debug!(file = %file.name, rows = table.lines.len(), "parsed a chunk");
+        chunk(table)?;
+    }
+    Ok(())
+}
+
+/// The pieces of one chain, as one table of typed rows.
+fn typed_table(
+    file: &str,
+    bytes: &bytes::Bytes,
+    chain: Vec<Piece<'_>>,
+    drift: SchemaDrift,
+) -> Result<TypedTable> {
+    let mut chain = chain.into_iter();
     let mut whole = chain
         .next()
         .ok_or_else(|| Error::Internal("read: no piece was read".to_string()))?;
@@ -90,7 +125,7 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
     }
     let (columns, problems) = whole.typed.finish()?;
     Ok(TypedTable {
-        file: file.name.clone(),
+        file: file.to_string(),
         columns,
         lines: whole.lines,
         problems,
@@ -102,7 +137,9 @@ fn read_in_pieces(contract: &Contract, file: &DropFile, pieces: Pieces) -> Resul
 
 /// Where a file's pieces start: the first record, then a line end outside
 /// quotes for each further piece.
-fn cuts(bytes: &[u8], body_start: usize, pieces: Pieces) -> Vec<usize> {
+///
+/// Returns the cuts and the line each starts on.
+fn cuts(bytes: &[u8], body_start: usize, pieces: Pieces) -> (Vec<usize>, Vec<u64>) {
     let body = bytes.len().saturating_sub(body_start);
     let pieces = pieces.most.min(body / pieces.min_bytes.max(1)).max(1);
     let mut cuts = vec![body_start];
@@ -121,7 +158,15 @@ fn cuts(bytes: &[u8], body_start: usize, pieces: Pieces) -> Vec<usize> {
             _ => break,
         }
     }
-    cuts
+    let mut lines = Vec::with_capacity(cuts.len());
+    let mut line = 1 + count(&bytes[..body_start], b'\n') as u64;
+    let mut from = body_start;
+    for cut in &cuts {
+        line += count(&bytes[from..*cut], b'\n') as u64;
+        lines.push(line);
+        from = *cut;
+    }
+    (cuts, lines)
 }
 
 fn count(bytes: &[u8], byte: u8) -> usize {
@@ -175,9 +220,9 @@ struct Piece<'c> {
 }
 
 impl<'a> Layout<'a> {
-    /// Parses from `start` until a record starts exactly at one of the `later`
-    /// cuts, or to the end of the file.
-    fn read_piece(&self, start: usize, later: &[usize]) -> Result<Piece<'a>> {
+    /// Parses from `start` (on line `line`) until a record starts exactly at
+    /// one of the `later` cuts, or to the end of the file.
+    fn read_piece(&self, (start, line): (usize, u64), later: &[usize]) -> Result<Piece<'a>> {
         let bytes = self.bytes;
         let guess_end = later.first().copied().unwrap_or(bytes.len());
         let mut piece = Piece {
@@ -196,7 +241,7 @@ impl<'a> Layout<'a> {
             .delimiter(self.contract.input.delimiter)
             .from_reader(&bytes[start..]);
         let mut record = csv::ByteRecord::new();
-        let mut lines = LineCounter::at(bytes, start, 1 + count(&bytes[..start], b'\n') as u64);
+        let mut lines = LineCounter::at(bytes, start, line);
         let mut pending = later.iter().enumerate().peekable();
         loop {
             let more = reader
@@ -248,19 +293,21 @@ impl<'a> Layout<'a> {
     }
 }
 
-/// The pieces on the chain of trusted cuts, from the first: each piece is
-/// followed by the one starting where it stopped.
-fn trusted_pieces(pieces: Vec<Piece<'_>>) -> Vec<Piece<'_>> {
-    let mut next = Some(0);
+/// The pieces (the first being piece `first`) on the chain of trusted cuts:
+/// each piece is followed by the one starting where it stopped. Returns
+/// them and the piece the chain goes on with after these (`None`: the
+/// chain reached the end of the file).
+fn trusted_pieces(first: usize, pieces: Vec<Piece<'_>>) -> (Vec<Piece<'_>>, Option<usize>) {
+    let mut next = Some(first);
     let mut chain = Vec::with_capacity(pieces.len());
-    for (i, piece) in pieces.into_iter().enumerate() {
+    for (i, piece) in (first..).zip(pieces) {
         if next != Some(i) {
             continue;
         }
         next = piece.stopped_at.map(|later| i + 1 + later);
         chain.push(piece);
     }
-    chain
+    (chain, next)
 }
 
 /// The header's field names, the byte where the first record starts and
@@ -440,16 +487,15 @@ pub(super) mod tests {
         let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
         assert!(batch.rejects.is_empty(), "{:?}", batch.rejects);
         assert_eq!(batch.received, 2);
-        let notes = batch
-            .rows
+        let rows = batch.rows.whole().unwrap();
+        let notes = rows
             .column(3)
             .as_any()
             .downcast_ref::<arrow::array::StringArray>()
             .unwrap();
         assert_eq!(notes.value(0), "a, \"quoted\"\nnote");
         assert!(notes.is_null(1));
-        let lines = batch
-            .rows
+        let lines = rows
             .column(5)
             .as_any()
             .downcast_ref::<arrow::array::Int64Array>()
@@ -511,45 +557,74 @@ pub(super) mod tests {
         assert!(batch.rejects[2].reason.contains("line 3"));
     }
 
-    /// Reads `text` whole and in up to `pieces` pieces of at least `min_bytes`.
-    pub(super) fn whole_and_in_pieces(
-        text: &[u8],
-        pieces: usize,
-        min_bytes: usize,
-    ) -> (super::TypedTable, super::TypedTable) {
-        let contract = contract();
-        let file = file("p.csv", text);
-        let whole = super::read_in_pieces(
-            &contract,
-            &file,
-            super::Pieces {
-                most: 1,
-                min_bytes: 1,
-            },
-        )
-        .unwrap();
-        let cut = super::read_in_pieces(
-            &contract,
-            &file,
-            super::Pieces {
-                most: pieces,
-                min_bytes,
-            },
-        )
-        .unwrap();
-        (whole, cut)
+    /// A file's chunks as one: columns, lines, problems (rows counted
+    /// from the file's first), rejects and spans.
+    pub(super) type Joined = (
+        Vec<arrow::array::ArrayRef>,
+        Vec<u64>,
+        Vec<(usize, String)>,
+        Vec<super::ParseReject>,
+        Vec<(u64, u64)>,
+    );
+
+    fn joined(tables: Vec<super::TypedTable>) -> Joined {
+        let mut joined: Joined = Default::default();
+        let mut parts: Vec<Vec<arrow::array::ArrayRef>> = Vec::new();
+        for table in tables {
+            let offset = joined.1.len();
+            joined.2.extend(
+                table
+                    .problems
+                    .iter()
+                    .map(|(row, why)| (row + offset, why.clone())),
+            );
+            joined.1.extend(&table.lines);
+            joined.3.extend(table.rejects.iter().cloned());
+            if let super::RawText::Spans(_, spans) = &table.raws {
+                joined.4.extend(spans);
+            }
+            parts.push(table.columns);
+        }
+        let width = parts.first().map_or(0, Vec::len);
+        joined.0 = (0..width)
+            .map(|c| {
+                let column: Vec<&dyn arrow::array::Array> =
+                    parts.iter().map(|p| p[c].as_ref()).collect();
+                arrow::compute::concat(&column).unwrap()
+            })
+            .collect();
+        joined
     }
 
-    pub(super) fn same_table(whole: &super::TypedTable, cut: &super::TypedTable) -> bool {
-        let spans = |t: &super::TypedTable| match &t.raws {
-            super::RawText::Spans(_, spans) => spans.clone(),
-            super::RawText::Columns(_) => Vec::new(),
+    /// Reads `text` whole and in up to `pieces` pieces of at least
+    /// `min_bytes`, `lanes` at a time, each round a chunk.
+    pub(super) fn whole_and_in_pieces(
+        text: &[u8],
+        (pieces, min_bytes, lanes): (usize, usize, usize),
+    ) -> (Joined, Joined) {
+        let contract = contract();
+        let file = file("p.csv", text);
+        let read = |pieces: super::Pieces| {
+            let mut tables = Vec::new();
+            super::read_in_pieces(&contract, &file, pieces, &mut |t| {
+                tables.push(t);
+                Ok(())
+            })
+            .unwrap();
+            tables
         };
-        whole.columns == cut.columns
-            && whole.lines == cut.lines
-            && whole.problems == cut.problems
-            && whole.rejects == cut.rejects
-            && spans(whole) == spans(cut)
+        let whole = read(super::Pieces {
+            most: 1,
+            min_bytes: 1,
+            lanes: 1,
+        });
+        assert_eq!(whole.len(), 1);
+        let cut = read(super::Pieces {
+            most: pieces,
+            min_bytes,
+            lanes,
+        });
+        (joined(whole), joined(cut))
     }
 
     #[test]
@@ -568,19 +643,21 @@ pub(super) mod tests {
                 text.push_str("\r\n");
             }
         }
-        for pieces in [2, 3, 8] {
-            let cuts = super::cuts(
+        for (pieces, lanes) in [(2, 2), (3, 1), (8, 2), (8, 3), (8, 8)] {
+            let (cuts, lines) = super::cuts(
                 text.as_bytes(),
                 20,
                 super::Pieces {
                     most: pieces,
                     min_bytes: 64,
+                    lanes,
                 },
             );
             assert_eq!(cuts.len(), pieces, "the file is cut");
-            let (whole, cut) = whole_and_in_pieces(text.as_bytes(), pieces, 64);
-            assert_eq!(whole.lines.len(), 200);
-            assert!(same_table(&whole, &cut), "{pieces} pieces");
+            assert_eq!(lines[0], 2, "the first record is on line 2");
+            let (whole, cut) = whole_and_in_pieces(text.as_bytes(), (pieces, 64, lanes));
+            assert_eq!(whole.1.len(), 200);
+            assert_eq!(whole, cut, "{pieces} pieces, {lanes} at once");
         }
     }
 
@@ -590,9 +667,11 @@ pub(super) mod tests {
         for i in 0..100 {
             text.push_str(&format!("C{i},2026-01-31,3\n"));
         }
-        let (whole, cut) = whole_and_in_pieces(text.as_bytes(), 4, 32);
-        assert_eq!(whole.lines.len() + whole.rejects.len(), 102);
-        assert!(same_table(&whole, &cut));
+        for lanes in [1, 2, 4] {
+            let (whole, cut) = whole_and_in_pieces(text.as_bytes(), (4, 32, lanes));
+            assert_eq!(whole.1.len() + whole.3.len(), 102);
+            assert_eq!(whole, cut, "{lanes} at once");
+        }
     }
 
     #[test]
@@ -623,11 +702,11 @@ mod properties {
 
         /// Whatever the bytes, a file read in pieces reads exactly as it does whole.
         #[test]
-        fn any_file_reads_the_same_in_pieces(body in proptest::collection::vec(prop_oneof![Just(b'"'), Just(b','), Just(b'\n'), Just(b'\r'), Just(b'a'), Just(b'1')], 0..600), pieces in 2usize..6) {
+        fn any_file_reads_the_same_in_pieces(body in proptest::collection::vec(prop_oneof![Just(b'"'), Just(b','), Just(b'\n'), Just(b'\r'), Just(b'a'), Just(b'1')], 0..600), pieces in 2usize..6, lanes in 1usize..4) {
             let mut bytes = b"id,day,amount,note\n".to_vec();
             bytes.extend_from_slice(&body);
-            let (whole, cut) = super::tests::whole_and_in_pieces(&bytes, pieces, 16);
-            prop_assert!(super::tests::same_table(&whole, &cut));
+            let (whole, cut) = super::tests::whole_and_in_pieces(&bytes, (pieces, 16, lanes));
+            prop_assert_eq!(whole, cut);
         }
 
         /// Well-formed rows with any text in the free column are read back as they were.
@@ -639,7 +718,8 @@ mod properties {
             }
             let batch = read_drop(&contract(), &[file("p.csv", text.as_bytes())]).unwrap();
             prop_assert!(batch.rejects.is_empty(), "{:?}", batch.rejects);
-            let column = batch.rows.column(3).as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
+            let rows = batch.rows.whole().unwrap();
+            let column = rows.column(3).as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
             for (i, note) in notes.iter().enumerate() {
                 let read = if column.is_null(i) { "" } else { column.value(i) };
                 prop_assert_eq!(read, note.as_str());

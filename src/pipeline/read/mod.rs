@@ -8,8 +8,11 @@
 
 mod compression;
 mod csv_format;
+mod drop_rows;
 mod parquet_format;
 mod typing;
+
+pub use drop_rows::{DropRows, DropRowsWriter};
 
 use std::sync::Arc;
 
@@ -20,8 +23,11 @@ use arrow::record_batch::RecordBatch;
 
 use crate::config::contract::{Contract, ExtraColumns, HeaderCase};
 use crate::core::drop::DropFile;
+use crate::core::keys::Buckets;
+use crate::core::spill::SpillDir;
+use crate::core::sql::MemoryBudget;
 use crate::error::{Error, Result};
-use crate::pipeline::summary::{ColumnNulls, SchemaDrift, Summary};
+use crate::pipeline::summary::{SchemaDrift, Summary};
 use crate::stage::Stage;
 use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
@@ -31,8 +37,9 @@ pub const PARSE_RULE: &str = "parse";
 /// The drop, read.
 #[derive(Debug)]
 pub struct Batch {
-    /// Typed rows: the contract's columns plus `_source_file` and `_source_line`.
-    pub rows: RecordBatch,
+    /// Typed rows: the contract's columns plus `_source_file` and
+    /// `_source_line`, by bucket of entities.
+    pub rows: DropRows,
     /// Records that could not be parsed.
     pub rejects: Vec<ParseReject>,
     /// Every record received, parsed or not.
@@ -42,6 +49,16 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// The drop's rows and what else the read found.
+    pub fn of(rows: DropRows, tally: Tally) -> Batch {
+        Batch {
+            rows,
+            rejects: tally.rejects,
+            received: tally.received,
+            drift: tally.drift,
+        }
+    }
+
     /// Records what was read in the summary and the log.
     pub fn record(&self, summary: &mut Summary) {
         summary.counts.received = self.received;
@@ -54,30 +71,12 @@ impl Batch {
             );
         }
         summary.schema_drift = self.drift.clone();
-        summary.column_nulls = Some(self.column_nulls());
+        summary.column_nulls = Some(self.rows.column_nulls().clone());
         tracing::info!(
             received = self.received,
             parse_rejects = self.rejects.len(),
             "read"
         );
-    }
-}
-
-impl Batch {
-    /// Nulls per contract column (the engine's `_`-prefixed columns left out).
-    fn column_nulls(&self) -> ColumnNulls {
-        let schema = self.rows.schema();
-        let nulls = schema
-            .fields()
-            .iter()
-            .zip(self.rows.columns())
-            .filter(|(field, _)| !field.name().starts_with('_'))
-            .map(|(field, column)| (field.name().clone(), column.null_count() as u64))
-            .collect();
-        ColumnNulls {
-            rows: self.rows.num_rows() as u64,
-            nulls,
-        }
     }
 }
 
@@ -139,40 +138,105 @@ pub fn batch_schema(contract: &Contract) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Reads every file of the drop into one [`Batch`].
-pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
+/// Reads every file of the drop, handing `rows` its typed rows a chunk at
+/// a time; returns what was read besides them.
+pub fn read_drop_into(
+    contract: &Contract,
+    files: &[DropFile],
+    rows: &mut dyn FnMut(RecordBatch) -> Result<()>,
+) -> Result<Tally> {
     let schema = batch_schema(contract);
-    let mut parts = Vec::with_capacity(files.len());
-    let mut rejects = Vec::new();
-    let mut received = 0u64;
-    let mut drift = Vec::new();
+    let mut tally = Tally::default();
     for file in files {
-        let mut table = read_typed_table(contract, file)?;
-        received += (table.lines.len() + table.rejects.len()) as u64;
-        if !table.drift.extra_columns.is_empty() || !table.drift.missing_columns.is_empty() {
-            drift.push(std::mem::take(&mut table.drift));
-        }
-        let (rows, file_rejects) = keep_readable_rows(&schema, table)?;
-        rejects.extend(file_rejects);
-        parts.push(rows);
+        read_typed_chunks(contract, file, &mut |mut table| {
+            tally.received += (table.lines.len() + table.rejects.len()) as u64;
+            if !table.drift.extra_columns.is_empty() || !table.drift.missing_columns.is_empty() {
+                tally.drift.push(std::mem::take(&mut table.drift));
+            }
+            let (good, rejects) = keep_readable_rows(&schema, table)?;
+            tally.rejects.extend(rejects);
+            rows(good)
+        })?;
     }
-    let rows = match parts.len() {
-        1 => parts.remove(0),
-        _ => arrow::compute::concat_batches(&schema, &parts).map_err(Error::arrow(Stage::Read))?,
-    };
-    rejects.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
-    Ok(Batch {
-        rows,
-        rejects,
-        received,
-        drift,
-    })
+    tally
+        .rejects
+        .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    Ok(tally)
 }
 
-fn read_typed_table(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
+/// What a read found besides the typed rows.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Records that could not be parsed.
+    pub rejects: Vec<ParseReject>,
+    /// Every record received, parsed or not.
+    pub received: u64,
+    /// Files whose columns differ from the contract's.
+    pub drift: Vec<SchemaDrift>,
+}
+
+/// Reads every file of the drop into one [`Batch`] held in memory, as one
+/// bucket.
+pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
+    read_into(
+        contract,
+        files,
+        (Buckets::new(1), SpillDir::new(false, None)?),
+    )
+}
+
+/// Reads every file of the drop into a [`Batch`] split into as many buckets
+/// of entities as `budget` needs (`[resources]`), spilled to its scratch
+/// folder when there are several.
+pub fn read_drop_in_buckets(
+    contract: &Contract,
+    files: &[DropFile],
+    budget: &MemoryBudget,
+) -> Result<Batch> {
+    let rows = files.iter().map(estimated_rows).sum();
+    let buckets = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows));
+    if buckets.count() > 1 {
+        tracing::info!(
+            buckets = buckets.count(),
+            estimated_rows = rows,
+            "judging the drop in buckets of entities (resources.memory_limit, resources.bucket_rows)"
+        );
+    }
+    let dir = SpillDir::new(buckets.count() > 1, budget.scratch_dir.as_deref())?;
+    read_into(contract, files, (buckets, dir))
+}
+
+fn read_into(
+    contract: &Contract,
+    files: &[DropFile],
+    (buckets, dir): (Buckets, SpillDir),
+) -> Result<Batch> {
+    let mut rows = DropRows::writer(contract, buckets, dir)?;
+    let tally = read_drop_into(contract, files, &mut |chunk| rows.add(&chunk))?;
+    Ok(Batch::of(rows.finish()?, tally))
+}
+
+/// About how many records `file` holds: its lines (a plain CSV), its rows
+/// (Parquet), or a guess from its size (compressed: 5 to 1, 100 bytes a line).
+fn estimated_rows(file: &DropFile) -> usize {
     let lower = file.name.to_ascii_lowercase();
     if lower.ends_with(".parquet") {
-        return parquet_format::read(contract, file);
+        return parquet_format::rows(file).unwrap_or(0);
+    }
+    match compression::is_compressed(&lower) {
+        true => file.bytes.len() / 20,
+        false => file.bytes.iter().filter(|b| **b == b'\n').count(),
+    }
+}
+
+fn read_typed_chunks(
+    contract: &Contract,
+    file: &DropFile,
+    chunk: &mut dyn FnMut(TypedTable) -> Result<()>,
+) -> Result<()> {
+    let lower = file.name.to_ascii_lowercase();
+    if lower.ends_with(".parquet") {
+        return parquet_format::read(contract, file, chunk);
     }
     if !compression::is_csv(&lower) {
         return Err(Error::BadDrop {
@@ -182,8 +246,8 @@ fn read_typed_table(contract: &Contract, file: &DropFile) -> Result<TypedTable> 
         });
     }
     match compression::decompressed(&lower, file)? {
-        Some(plain) => csv_format::read(contract, &plain),
-        None => csv_format::read(contract, file),
+        Some(plain) => csv_format::read(contract, &plain, chunk),
+        None => csv_format::read(contract, file, chunk),
     }
 }
 

@@ -24,9 +24,34 @@ use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::values::{parse_date, to_text};
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
+use crate::pipeline::summary::SchemaDrift;
 
-/// Reads one Parquet file into the contract's types.
-pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
+/// How many rows the file's footer says it holds.
+pub(super) fn rows(file: &DropFile) -> Option<usize> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file.bytes.clone()).ok()?;
+    usize::try_from(builder.metadata().file_metadata().num_rows()).ok()
+}
+
+/// Rows read at once, at least: row groups are read together until they
+/// hold as many.
+const CHUNK_ROWS: usize = 256 * 1024;
+
+/// Reads one Parquet file into the contract's types, handing `chunk` the
+/// rows of a few row groups at a time (the first chunk carries the drift).
+pub(super) fn read(
+    contract: &Contract,
+    file: &DropFile,
+    chunk: &mut dyn FnMut(TypedTable) -> Result<()>,
+) -> Result<()> {
+    read_in_chunks(contract, (file, CHUNK_ROWS), chunk)
+}
+
+/// [`read`], in chunks of at least `chunk_rows` rows.
+fn read_in_chunks(
+    contract: &Contract,
+    (file, chunk_rows): (&DropFile, usize),
+    chunk: &mut dyn FnMut(TypedTable) -> Result<()>,
+) -> Result<()> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(file.bytes.clone())
         .map_err(|e| bad(file, format!("not a readable Parquet file: {e}")))?;
     let header: Vec<String> = builder
@@ -35,19 +60,63 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
         .iter()
         .map(|f| f.name().clone())
         .collect();
-    let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
-    let (positions, drift) = map_header(contract, (&file.name, &file.name), &header)?;
+    let (positions, mut drift) = map_header(contract, (&file.name, &file.name), &header)?;
     let columns: Vec<(&Column, Option<usize>)> = contract
         .columns
         .iter()
         .zip(positions.iter().copied())
         .collect();
+    let mut first_row = 0u64;
+    for groups in chunks(builder.metadata().row_groups(), chunk_rows) {
+        let table = read_groups(file, &columns, (&groups, first_row))?;
+        first_row += table.lines.len() as u64;
+        chunk(TypedTable {
+            drift: std::mem::take(&mut drift),
+            ..table
+        })?;
+    }
+    Ok(())
+}
+
+/// The file's row groups, gathered into chunks of at least `chunk_rows`
+/// rows (one chunk of none for a file without row groups).
+fn chunks(groups: &[parquet::file::metadata::RowGroupMetaData], chunk_rows: usize) -> Vec<Chunk> {
+    let mut chunks: Vec<Chunk> = Vec::new();
+    for (i, group) in groups.iter().enumerate() {
+        if chunks.last().is_none_or(|c| c.rows >= chunk_rows) {
+            chunks.push(Chunk::default());
+        }
+        if let Some(current) = chunks.last_mut() {
+            current.groups.push(i);
+            current.rows += usize::try_from(group.num_rows()).unwrap_or(0);
+        }
+    }
+    if chunks.is_empty() {
+        chunks.push(Chunk::default());
+    }
+    chunks
+}
+
+/// Row groups read together.
+#[derive(Debug, Default)]
+struct Chunk {
+    groups: Vec<usize>,
+    rows: usize,
+}
+
+/// Reads the row groups of `chunk`, whose first row is the file's row
+/// `first_row` (counted from 0).
+fn read_groups(
+    file: &DropFile,
+    columns: &[(&Column, Option<usize>)],
+    (chunk, first_row): (&Chunk, u64),
+) -> Result<TypedTable> {
     let parts: Vec<Result<Part>> = std::thread::scope(|scope| {
         let handles: Vec<_> = column_ranges(columns.len())
             .into_iter()
             .map(|range| {
                 let part = &columns[range];
-                scope.spawn(move || read_part(file, part, rows))
+                scope.spawn(move || read_part(file, part, chunk))
             })
             .collect();
         handles
@@ -75,11 +144,11 @@ pub(super) fn read(contract: &Contract, file: &DropFile) -> Result<TypedTable> {
     Ok(TypedTable {
         file: file.name.clone(),
         columns: typed,
-        lines: (1..=rows as u64).collect(),
+        lines: (first_row + 1..=first_row + chunk.rows as u64).collect(),
         problems: first_problem.into_iter().collect(),
         raws: RawText::Columns(sources),
         rejects: Vec::new(),
-        drift,
+        drift: SchemaDrift::default(),
     })
 }
 
@@ -108,9 +177,11 @@ struct Part {
     problems: Problems,
 }
 
-/// Decodes and types `columns` (each with its index in the file).
-fn read_part(file: &DropFile, columns: &[(&Column, Option<usize>)], rows: usize) -> Result<Part> {
-    let sources = decode(file.bytes.clone(), columns, rows).map_err(|reason| bad(file, reason))?;
+/// Decodes and types `columns` (each with its index in the file) of the
+/// row groups of `chunk`.
+fn read_part(file: &DropFile, columns: &[(&Column, Option<usize>)], chunk: &Chunk) -> Result<Part> {
+    let rows = chunk.rows;
+    let sources = decode(file.bytes.clone(), columns, chunk).map_err(|reason| bad(file, reason))?;
     let mut typed: Vec<Option<ArrayRef>> = columns
         .iter()
         .zip(&sources)
@@ -151,12 +222,14 @@ fn read_part(file: &DropFile, columns: &[(&Column, Option<usize>)], rows: usize)
     })
 }
 
-/// The file's columns for `columns` (only those are decoded), `None` for absent ones.
+/// The file's columns for `columns` (only those are decoded) in the row
+/// groups of `chunk`, `None` for absent ones.
 fn decode(
     bytes: Bytes,
     columns: &[(&Column, Option<usize>)],
-    rows: usize,
+    chunk: &Chunk,
 ) -> std::result::Result<Vec<Option<ArrayRef>>, String> {
+    let rows = chunk.rows;
     let indices: Vec<usize> = columns.iter().filter_map(|(_, p)| *p).collect();
     if indices.is_empty() {
         return Ok(vec![None; columns.len()]);
@@ -172,6 +245,7 @@ fn decode(
     let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
     let reader = builder
         .with_projection(mask)
+        .with_row_groups(chunk.groups.clone())
         .with_batch_size(rows.max(1))
         .build()
         .map_err(|e| format!("not a readable Parquet file: {e}"))?;
@@ -300,6 +374,56 @@ mod tests {
         assert_eq!(read.rejects[0].raw, "B,not a date,6,");
     }
 
+    /// A file of several row groups reads in chunks of whole groups, with
+    /// every row, line number and reject it reads in one chunk.
+    #[test]
+    fn row_groups_read_in_chunks_as_the_file_reads_whole() {
+        let ids: Vec<String> = (0..10).map(|i| format!("A{i}")).collect();
+        let days: Vec<&str> = (0..10)
+            .map(|i| if i % 4 == 1 { "bad" } else { "2026-01-31" })
+            .collect();
+        let batch = RecordBatch::try_from_iter([
+            (
+                "id",
+                Arc::new(StringArray::from(ids)) as arrow::array::ArrayRef,
+            ),
+            ("day", Arc::new(StringArray::from(days))),
+            ("amount", Arc::new(Int64Array::from_iter_values(0..10))),
+        ])
+        .unwrap();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(3))
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let file = file("g.parquet", &bytes);
+        let read = |chunk_rows: usize| {
+            let mut tables = Vec::new();
+            super::read_in_chunks(&contract(), (&file, chunk_rows), &mut |t| {
+                tables.push(t);
+                Ok(())
+            })
+            .unwrap();
+            tables
+        };
+        let whole = read(usize::MAX);
+        let chunked = read(2);
+        assert_eq!((whole.len(), chunked.len()), (1, 4));
+        let lines: Vec<u64> = chunked.iter().flat_map(|t| t.lines.clone()).collect();
+        assert_eq!(lines, whole[0].lines);
+        assert_eq!(lines, (1..=10).collect::<Vec<u64>>());
+        let problem_lines = |tables: &[super::TypedTable]| -> Vec<u64> {
+            tables
+                .iter()
+                .flat_map(|t| t.problems.iter().map(|(row, _)| t.lines[*row]))
+                .collect()
+        };
+        assert_eq!(problem_lines(&chunked), vec![2, 6, 10]);
+        assert_eq!(problem_lines(&chunked), problem_lines(&whole));
+    }
+
     fn parquet_of(columns: Vec<(&str, arrow::array::ArrayRef)>) -> Vec<u8> {
         let batch = RecordBatch::try_from_iter(columns).unwrap();
         let mut bytes = Vec::new();
@@ -342,8 +466,8 @@ mod tests {
         let contract_columns = contract().columns.len();
         for i in 0..contract_columns {
             assert_eq!(
-                from_parquet.rows.column(i).as_ref(),
-                from_csv.rows.column(i).as_ref(),
+                from_parquet.rows.whole().unwrap().column(i).as_ref(),
+                from_csv.rows.whole().unwrap().column(i).as_ref(),
                 "column {i}"
             );
         }

@@ -1,0 +1,224 @@
+//! The drop's typed rows as the read hands them over, chunk by chunk: split
+//! into the buckets of entities the run judges one after the other (kept in
+//! the scratch folder when there are several), with what the run needs to
+//! know of the whole drop gathered on the way: its count, nulls per column,
+//! order dates and declared keys.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow::array::{Array, ArrayRef, Date32Array};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use crate::config::contract::Contract;
+use crate::core::keys::Buckets;
+use crate::core::spill::{Spill, SpillDir, SpillWriter};
+use crate::error::{Error, Result};
+use crate::pipeline::summary::ColumnNulls;
+use crate::stage::Stage;
+
+/// The drop's rows, by bucket.
+#[derive(Debug)]
+pub struct DropRows {
+    buckets: Buckets,
+    held: Held,
+    /// Owns the spill files, deleted with it.
+    _dir: SpillDir,
+    schema: SchemaRef,
+    nulls: ColumnNulls,
+    days: BTreeSet<i32>,
+    declared: RecordBatch,
+}
+
+/// Where the rows are.
+#[derive(Debug)]
+enum Held {
+    /// One bucket: every row, in memory.
+    Whole(RecordBatch),
+    /// Several: one spill per bucket.
+    Spilled(Vec<Spill>),
+}
+
+/// The drop's rows being read: each chunk split into the buckets.
+pub struct DropRowsWriter {
+    buckets: Buckets,
+    dir: SpillDir,
+    writers: Vec<SpillWriter>,
+    schema: SchemaRef,
+    /// Positions of the key columns, the order column and the declared ones.
+    keys: Vec<usize>,
+    order: usize,
+    declared: Vec<usize>,
+    rows: u64,
+    nulls: Vec<u64>,
+    days: BTreeSet<i32>,
+    declared_parts: Vec<RecordBatch>,
+}
+
+impl DropRows {
+    /// A writer of rows of `contract` (the read's schema) into `buckets`,
+    /// spilled in `dir`.
+    pub(crate) fn writer(
+        contract: &Contract,
+        buckets: Buckets,
+        dir: SpillDir,
+    ) -> Result<DropRowsWriter> {
+        let schema = super::batch_schema(contract);
+        let at = |name: &String| {
+            schema
+                .index_of(name)
+                .map_err(|_| Error::Internal(format!("read: column {name} is missing")))
+        };
+        let keys = contract
+            .entity_key
+            .iter()
+            .map(at)
+            .collect::<Result<Vec<_>>>()?;
+        let order = at(&contract.order_column)?;
+        let mut declared = keys.clone();
+        declared.push(order);
+        let writers = (0..buckets.count())
+            .map(|b| dir.writer((None, &format!("drop-{b}")), &schema))
+            .collect::<Result<_>>()?;
+        Ok(DropRowsWriter {
+            buckets,
+            dir,
+            writers,
+            nulls: vec![0; schema.fields().len()],
+            schema,
+            keys,
+            order,
+            declared,
+            rows: 0,
+            days: BTreeSet::new(),
+            declared_parts: Vec::new(),
+        })
+    }
+
+    /// How many rows.
+    pub fn num_rows(&self) -> usize {
+        self.nulls.rows as usize
+    }
+
+    /// The buckets the rows are split into.
+    pub(crate) fn buckets(&self) -> &Buckets {
+        &self.buckets
+    }
+
+    /// Bucket `bucket`'s rows, as one batch.
+    pub(crate) fn bucket(&self, bucket: usize) -> Result<RecordBatch> {
+        match &self.held {
+            Held::Whole(rows) => Ok(rows.clone()),
+            Held::Spilled(spills) => {
+                let parts = spills[bucket].read()?;
+                arrow::compute::concat_batches(&self.schema, &parts)
+                    .map_err(Error::arrow(Stage::Read))
+            }
+        }
+    }
+
+    /// Every row, as one batch (the buckets one after the other).
+    pub fn whole(&self) -> Result<RecordBatch> {
+        match &self.held {
+            Held::Whole(rows) => Ok(rows.clone()),
+            Held::Spilled(_) => {
+                let parts = (0..self.buckets.count())
+                    .map(|b| self.bucket(b))
+                    .collect::<Result<Vec<_>>>()?;
+                arrow::compute::concat_batches(&self.schema, &parts)
+                    .map_err(Error::arrow(Stage::Read))
+            }
+        }
+    }
+
+    /// The distinct order dates (days since the epoch) of the rows.
+    pub(crate) fn days(&self) -> &BTreeSet<i32> {
+        &self.days
+    }
+
+    /// The drop's entity key and order columns, every row.
+    pub(crate) fn declared(&self) -> &RecordBatch {
+        &self.declared
+    }
+
+    /// Nulls per contract column (the engine's `_`-prefixed columns left out).
+    pub fn column_nulls(&self) -> &ColumnNulls {
+        &self.nulls
+    }
+}
+
+impl DropRowsWriter {
+    /// Adds a chunk of rows.
+    pub fn add(&mut self, rows: &RecordBatch) -> Result<()> {
+        self.rows += rows.num_rows() as u64;
+        for (count, column) in self.nulls.iter_mut().zip(rows.columns()) {
+            *count += column.null_count() as u64;
+        }
+        let days = rows
+            .column(self.order)
+            .as_any()
+            .downcast_ref::<Date32Array>()
+            .ok_or_else(|| Error::Internal("read: the order column is not a date".to_string()))?;
+        self.days.extend(days.iter().flatten());
+        self.declared_parts.push(
+            rows.project(&self.declared)
+                .map_err(Error::arrow(Stage::Read))?,
+        );
+        let keys: Vec<ArrayRef> = self.keys.iter().map(|k| rows.column(*k).clone()).collect();
+        let parts = self.buckets.split(rows, &keys, Stage::Read)?;
+        for (writer, part) in self.writers.iter_mut().zip(&parts) {
+            if part.num_rows() > 0 {
+                writer.write(part)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows read, by bucket.
+    pub fn finish(self) -> Result<DropRows> {
+        let spills = self
+            .writers
+            .into_iter()
+            .map(SpillWriter::finish)
+            .collect::<Result<Vec<_>>>()?;
+        let held = match self.buckets.count() {
+            1 => {
+                let parts = spills.first().map(Spill::read).transpose()?;
+                Held::Whole(
+                    arrow::compute::concat_batches(&self.schema, &parts.unwrap_or_default())
+                        .map_err(Error::arrow(Stage::Read))?,
+                )
+            }
+            _ => Held::Spilled(spills),
+        };
+        let declared_schema = self
+            .schema
+            .project(&self.declared)
+            .map_err(Error::arrow(Stage::Read))?;
+        let declared = arrow::compute::concat_batches(
+            &std::sync::Arc::new(declared_schema),
+            &self.declared_parts,
+        )
+        .map_err(Error::arrow(Stage::Read))?;
+        let nulls: BTreeMap<String, u64> = self
+            .schema
+            .fields()
+            .iter()
+            .zip(self.nulls)
+            .filter(|(field, _)| !field.name().starts_with('_'))
+            .map(|(field, nulls)| (field.name().clone(), nulls))
+            .collect();
+        Ok(DropRows {
+            buckets: self.buckets,
+            held,
+            _dir: self.dir,
+            schema: self.schema,
+            nulls: ColumnNulls {
+                rows: self.rows,
+                nulls,
+            },
+            days: self.days,
+            declared,
+        })
+    }
+}
