@@ -210,7 +210,7 @@ pub(super) async fn judge_and_write(
         balanced,
         set_aside_files,
         exception_ids: stamp.exception_ids,
-        declared: batch.rows.declared().clone(),
+        declared: batch.rows.declared()?,
     })
 }
 

@@ -2,7 +2,7 @@
 //! into the buckets of entities the run judges one after the other (kept in
 //! the scratch folder when there are several), with what the run needs to
 //! know of the whole drop gathered on the way: its count, nulls per column,
-//! order dates and declared keys.
+//! and order dates.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,7 +27,8 @@ pub struct DropRows {
     schema: SchemaRef,
     nulls: ColumnNulls,
     days: BTreeSet<i32>,
-    declared: RecordBatch,
+    /// Positions of the entity key and order columns.
+    declared: Vec<usize>,
 }
 
 /// Where the rows are.
@@ -52,7 +53,6 @@ pub struct DropRowsWriter {
     rows: u64,
     nulls: Vec<u64>,
     days: BTreeSet<i32>,
-    declared_parts: Vec<RecordBatch>,
 }
 
 impl DropRows {
@@ -91,7 +91,6 @@ impl DropRows {
             declared,
             rows: 0,
             days: BTreeSet::new(),
-            declared_parts: Vec::new(),
         })
     }
 
@@ -136,9 +135,27 @@ impl DropRows {
         &self.days
     }
 
-    /// The drop's entity key and order columns, every row.
-    pub(crate) fn declared(&self) -> &RecordBatch {
-        &self.declared
+    /// The drop's entity key and order columns, every row (bucket after
+    /// bucket; shared, not copied, when there is one).
+    pub(crate) fn declared(&self) -> Result<RecordBatch> {
+        let project = |rows: RecordBatch| {
+            rows.project(&self.declared)
+                .map_err(Error::arrow(Stage::Read))
+        };
+        match &self.held {
+            Held::Whole(rows) => project(rows.clone()),
+            Held::Spilled(_) => {
+                let parts = (0..self.buckets.count())
+                    .map(|b| project(self.bucket(b)?))
+                    .collect::<Result<Vec<_>>>()?;
+                let schema = self
+                    .schema
+                    .project(&self.declared)
+                    .map_err(Error::arrow(Stage::Read))?;
+                arrow::compute::concat_batches(&std::sync::Arc::new(schema), &parts)
+                    .map_err(Error::arrow(Stage::Read))
+            }
+        }
     }
 
     /// Nulls per contract column (the engine's `_`-prefixed columns left out).
@@ -159,11 +176,14 @@ impl DropRowsWriter {
             .as_any()
             .downcast_ref::<Date32Array>()
             .ok_or_else(|| Error::Internal("read: the order column is not a date".to_string()))?;
-        self.days.extend(days.iter().flatten());
-        self.declared_parts.push(
-            rows.project(&self.declared)
-                .map_err(Error::arrow(Stage::Read))?,
-        );
+        // Dates come in runs: a set insert per change, not per row.
+        let mut last = None;
+        for day in days.iter().flatten() {
+            if last != Some(day) {
+                self.days.insert(day);
+                last = Some(day);
+            }
+        }
         let keys: Vec<ArrayRef> = self.keys.iter().map(|k| rows.column(*k).clone()).collect();
         let parts = self.buckets.split(rows, &keys, Stage::Read)?;
         for (writer, part) in self.writers.iter_mut().zip(&parts) {
@@ -191,15 +211,6 @@ impl DropRowsWriter {
             }
             _ => Held::Spilled(spills),
         };
-        let declared_schema = self
-            .schema
-            .project(&self.declared)
-            .map_err(Error::arrow(Stage::Read))?;
-        let declared = arrow::compute::concat_batches(
-            &std::sync::Arc::new(declared_schema),
-            &self.declared_parts,
-        )
-        .map_err(Error::arrow(Stage::Read))?;
         let nulls: BTreeMap<String, u64> = self
             .schema
             .fields()
@@ -218,7 +229,7 @@ impl DropRowsWriter {
                 nulls,
             },
             days: self.days,
-            declared,
+            declared: self.declared,
         })
     }
 }
