@@ -253,10 +253,7 @@ impl MonthlyDrops {
 
 /// Statements as rows of the contract, read the way a drop is.
 fn typed_rows(plan: &Plan, statements: &[Statement]) -> Result<RecordBatch> {
-    let file = DropFile {
-        name: "history.csv".to_string(),
-        bytes: bytes::Bytes::from(to_csv(statements)),
-    };
+    let file = DropFile::new("history.csv", bytes::Bytes::from(to_csv(statements)));
     let batch = read_drop(&plan.contract, &[file])?;
     let columns: Vec<usize> = (0..plan.contract.columns.len()).collect();
     batch

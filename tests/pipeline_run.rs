@@ -42,10 +42,7 @@ async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() 
         .unwrap();
 
     let february = bank.statements(chrono::NaiveDate::from_ymd_opt(2026, 2, 1).unwrap(), false);
-    let file = DropFile {
-        name: "february.csv".to_string(),
-        bytes: bytes::Bytes::from(to_csv(&february)),
-    };
+    let file = DropFile::new("february.csv", bytes::Bytes::from(to_csv(&february)));
     let read = read_drop(&ws.plan.contract, &[file]).unwrap();
     let columns: Vec<usize> = (0..ws.plan.contract.columns.len()).collect();
     let rows = read.rows.whole().unwrap().project(&columns).unwrap();

@@ -73,6 +73,71 @@ pub struct DropFile {
     pub name: String,
     /// Content.
     pub bytes: bytes::Bytes,
+    /// The mapping `bytes` reads when the file was copied to local disk:
+    /// the pages read can be handed back to the system.
+    mapped: Option<std::sync::Arc<memmap2::Mmap>>,
+}
+
+/// A mapping as the bytes of a file.
+struct Mapped(std::sync::Arc<memmap2::Mmap>);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.0[..]
+    }
+}
+
+impl DropFile {
+    /// A file held in memory.
+    pub fn new(name: impl Into<String>, bytes: bytes::Bytes) -> DropFile {
+        DropFile {
+            name: name.into(),
+            bytes,
+            mapped: None,
+        }
+    }
+
+    /// A file copied to `file` on local disk (a file no one else writes:
+    /// an unnamed temporary file), read through a mapping.
+    pub fn mapped(name: impl Into<String>, file: &std::fs::File) -> std::io::Result<DropFile> {
+        if file.metadata()?.len() == 0 {
+            return Ok(DropFile::new(name, bytes::Bytes::new()));
+        }
+        // SAFETY: the file is this run's unnamed copy; nothing else can
+        // change or truncate it while it is mapped.
+        let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(file)? });
+        Ok(DropFile {
+            name: name.into(),
+            bytes: bytes::Bytes::from_owner(Mapped(map.clone())),
+            mapped: Some(map),
+        })
+    }
+
+    /// Hands the pages wholly inside `range` (of `bytes`) back to the
+    /// system: read again, they come back from its disk cache. A file held
+    /// in memory keeps them.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        let Some(map) = &self.mapped else {
+            return;
+        };
+        let page = page_size();
+        let start = range.start.div_ceil(page) * page;
+        let end = (range.end.min(map.len()) / page) * page;
+        if end > start {
+            // SAFETY: a read-only mapping of a file: pages dropped are read
+            // again from the file, unchanged.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+}
+
+/// The memory page size releases are aligned to: 4 KiB (on a system of
+/// larger pages the system refuses a misaligned release, which then
+/// changes nothing).
+fn page_size() -> usize {
+    4096
 }
 
 #[cfg(test)]

@@ -10,13 +10,23 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::{Path, PathPart};
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
+use object_store::{
+    GetResultPayload, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
+};
 use url::Url;
 
 use crate::config::plan::{S3Settings, StorageSpec};
 use crate::error::{Error, Result};
 use crate::infra::aws::AwsChain;
 use crate::infra::buckets::BucketSettings;
+
+/// Where an object streamed by [`Location::stream_to`] goes.
+pub(crate) trait ObjectSink {
+    /// The object's size, before any piece.
+    fn size(&mut self, size: u64);
+    /// The next piece of its content.
+    fn piece(&mut self, piece: &[u8]) -> Result<()>;
+}
 
 /// The storage settings of a run, with the AWS chain loaded when anything lives on S3.
 #[derive(Debug, Clone)]
@@ -244,6 +254,64 @@ impl Location {
             .bytes()
             .await
             .map_err(Error::storage("get", self.describe(relative)))
+    }
+
+    /// Streams the object at `relative` to `sink`: its size, then its
+    /// content piece by piece (a local file read a MiB at a time). Returns
+    /// how many bytes came; an object that changed while it was read is a
+    /// storage error naming it (a retry reads it whole).
+    pub(crate) async fn stream_to(
+        &self,
+        relative: &str,
+        sink: &mut (dyn ObjectSink + Send),
+    ) -> Result<u64> {
+        let failed = Error::storage("get", self.describe(relative));
+        let result = self
+            .store
+            .get(&self.path(relative))
+            .await
+            .map_err(Error::storage("get", self.describe(relative)))?;
+        let size = result.meta.size;
+        sink.size(size);
+        let mut read = 0u64;
+        match result.payload {
+            GetResultPayload::File(mut file, path) => {
+                let mut buffer = vec![0u8; 1 << 20];
+                loop {
+                    let n = std::io::Read::read(&mut file, &mut buffer).map_err(|source| {
+                        Error::Io {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?;
+                    if n == 0 {
+                        break;
+                    }
+                    read += n as u64;
+                    sink.piece(&buffer[..n])?;
+                }
+            }
+            GetResultPayload::Stream(mut stream) => {
+                while let Some(bytes) = stream
+                    .try_next()
+                    .await
+                    .map_err(Error::storage("get", self.describe(relative)))?
+                {
+                    read += bytes.len() as u64;
+                    sink.piece(&bytes)?;
+                }
+            }
+        }
+        if read != size {
+            return Err(failed(object_store::Error::Generic {
+                store: "bronze",
+                source: format!(
+                    "the object changed while it was read: {size} bytes listed, {read} read"
+                )
+                .into(),
+            }));
+        }
+        Ok(read)
     }
 
     /// Lists every object under `prefix`, sorted by path.

@@ -21,7 +21,7 @@ use crate::core::drop::{DropFile, DropRef};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::ledger::find_committed;
-use crate::infra::storage::{Location, Stores};
+use crate::infra::storage::{Location, ObjectSink, Stores};
 
 /// What the claim found.
 #[derive(Debug)]
@@ -92,8 +92,8 @@ struct ClaimMarker {
 /// and writes no marker.
 pub(super) async fn claim_run(context: &Context<'_>, dry_run: bool) -> Result<Claimed> {
     let (dq_error, drop) = (&context.dq_error, context.drop);
-    let files = fetch_drop(&context.bronze, drop).await?;
-    let fingerprint = fingerprint(&files);
+    let scratch = context.plan.resources.scratch_dir.as_deref();
+    let (files, fingerprint) = fetch_drop(&context.bronze, drop, scratch).await?;
     let run_key = format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint);
     let path = marker_path(drop, &fingerprint);
     if let Some(record) = find_committed(&context.silver, &run_key)? {
@@ -120,10 +120,20 @@ pub(super) async fn claim_run(context: &Context<'_>, dry_run: bool) -> Result<Cl
     }))
 }
 
-async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> {
+/// The drop's files, each copied to an unnamed file in `scratch` (the
+/// system's temporary folder when `None`) and read through a mapping, so
+/// that the run holds in memory only the parts it reads; and the drop's
+/// fingerprint, computed as they stream.
+async fn fetch_drop(
+    bronze: &Location,
+    drop: &DropRef,
+    scratch: Option<&std::path::Path>,
+) -> Result<(Vec<DropFile>, String)> {
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;
     let listed_any = !listed.is_empty();
+    let dir = scratch.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
+    let mut hash = Sha256::new();
     let mut files = Vec::new();
     for object in listed {
         let name = object
@@ -135,16 +145,50 @@ async fn fetch_drop(bronze: &Location, drop: &DropRef) -> Result<Vec<DropFile>> 
             tracing::info!(path = %bronze.url_of(&object.relative), "ignoring marker file");
             continue;
         }
-        let bytes = bronze.get(&object.relative).await?;
-        files.push(DropFile {
-            name: name.to_string(),
-            bytes,
-        });
+        hash.update(name.as_bytes());
+        hash.update([0]);
+        let io = |source| Error::Io {
+            path: dir.clone(),
+            source,
+        };
+        let mut copy = FileCopy {
+            hash: &mut hash,
+            out: std::io::BufWriter::with_capacity(
+                1 << 20,
+                tempfile::tempfile_in(&dir).map_err(io)?,
+            ),
+            dir: &dir,
+        };
+        bronze.stream_to(&object.relative, &mut copy).await?;
+        let file = copy.out.into_inner().map_err(|e| io(e.into_error()))?;
+        files.push(DropFile::mapped(name, &file).map_err(io)?);
     }
     if files.is_empty() {
         return Err(no_data_file(bronze, &prefix, listed_any));
     }
-    Ok(files)
+    Ok((files, hex::encode(hash.finalize())[..32].to_string()))
+}
+
+/// A drop file streaming to its local copy, into the drop's fingerprint:
+/// its name, a zero byte, its size (8 bytes, little-endian), its content.
+struct FileCopy<'a> {
+    hash: &'a mut Sha256,
+    out: std::io::BufWriter<std::fs::File>,
+    dir: &'a std::path::Path,
+}
+
+impl ObjectSink for FileCopy<'_> {
+    fn size(&mut self, size: u64) {
+        self.hash.update(size.to_le_bytes());
+    }
+
+    fn piece(&mut self, piece: &[u8]) -> Result<()> {
+        self.hash.update(piece);
+        std::io::Write::write_all(&mut self.out, piece).map_err(|source| Error::Io {
+            path: self.dir.to_path_buf(),
+            source,
+        })
+    }
 }
 
 /// Why a drop with no data file cannot run: not arrived when nothing is
@@ -200,17 +244,6 @@ fn poll_interval(wait: Duration) -> Duration {
 fn is_marker(name: &str) -> bool {
     let base = name.rsplit('/').next().unwrap_or(name);
     base.starts_with('_') || base.starts_with('.')
-}
-
-fn fingerprint(files: &[DropFile]) -> String {
-    let mut hash = Sha256::new();
-    for file in files {
-        hash.update(file.name.as_bytes());
-        hash.update([0]);
-        hash.update((file.bytes.len() as u64).to_le_bytes());
-        hash.update(&file.bytes);
-    }
-    hex::encode(hash.finalize())[..32].to_string()
 }
 
 /// Where a run stages, beside its claim marker, the summary it writes just
@@ -299,15 +332,55 @@ mod tests {
         assert_eq!(secs(7200), 30);
     }
 
-    #[test]
-    fn the_fingerprint_changes_with_content_and_names() {
-        let file = |name: &str, body: &str| DropFile {
-            name: name.to_string(),
-            bytes: bytes::Bytes::from(body.to_string()),
+    /// A drop of `files` (name, content) under a local bronze root:
+    /// what the claim fetches of it, and its fingerprint.
+    async fn fetched(files: &[(&str, &[u8])]) -> (Vec<DropFile>, String) {
+        let root = tempfile::tempdir().unwrap();
+        let drop = DropRef::new("BANK_A", "2026-01").unwrap();
+        let folder = root.path().join(drop.prefix());
+        std::fs::create_dir_all(&folder).unwrap();
+        for (name, content) in files {
+            std::fs::write(folder.join(name), content).unwrap();
+        }
+        let url = format!("file://{}", root.path().display());
+        let spec = crate::config::plan::StorageSpec {
+            bronze: url.clone(),
+            dq_error: url.clone(),
+            s3: Default::default(),
         };
-        let a = fingerprint(&[file("a.csv", "x")]);
-        assert_eq!(a, fingerprint(&[file("a.csv", "x")]));
-        assert_ne!(a, fingerprint(&[file("a.csv", "y")]));
-        assert_ne!(a, fingerprint(&[file("b.csv", "x")]));
+        let stores = Stores::new(&spec, &url).await.unwrap();
+        let bronze = stores.open(&url, "storage.bronze").unwrap();
+        fetch_drop(&bronze, &drop, None).await.unwrap()
+    }
+
+    /// The fingerprint as every claim has computed it: SHA-256 over each
+    /// file's name, a zero byte, its size (u64, little-endian) and content.
+    fn fingerprint_of(files: &[(&str, &[u8])]) -> String {
+        let mut hash = Sha256::new();
+        for (name, content) in files {
+            hash.update(name.as_bytes());
+            hash.update([0]);
+            hash.update((content.len() as u64).to_le_bytes());
+            hash.update(content);
+        }
+        hex::encode(hash.finalize())[..32].to_string()
+    }
+
+    #[tokio::test]
+    async fn a_drop_copied_to_local_disk_reads_and_fingerprints_as_it_always_did() {
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let drop: [(&str, &[u8]); 3] = [("a.csv", b"id\n1\n"), ("b.csv", &big), ("c.csv", b"")];
+        let (files, fingerprint) = fetched(&drop).await;
+        assert_eq!(fingerprint, fingerprint_of(&drop));
+        for (file, (name, content)) in files.iter().zip(drop) {
+            assert_eq!((file.name.as_str(), &file.bytes[..]), (name, content));
+            // Pages handed back read again the same.
+            file.release(0..file.bytes.len());
+            assert_eq!(&file.bytes[..], content);
+        }
+        let changed: [(&str, &[u8]); 1] = [("a.csv", b"id\n2\n")];
+        assert_ne!(fetched(&changed).await.1, fingerprint);
+        let renamed: [(&str, &[u8]); 1] = [("z.csv", b"id\n1\n")];
+        assert_ne!(fetched(&renamed).await.1, fetched(&drop[..1]).await.1);
     }
 }

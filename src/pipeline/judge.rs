@@ -15,7 +15,7 @@ use super::context::Context;
 use super::evaluate::aggregate::MetricRows;
 use super::evaluate::committed::CommittedPeriods;
 use super::evaluate::reference::KnownKeys;
-use super::evaluate::{RuleOutcome, Verdicts};
+use super::evaluate::{OutcomeCounts, RuleOutcome, Verdicts};
 use super::route::RunStamp;
 use super::summary::{MissingEntities, Summary};
 use super::write::MISSING_OUTPUT;
@@ -98,6 +98,7 @@ pub(super) async fn judge_and_write(
     .await?;
     let FirstPass {
         outcomes: bucket_outcomes,
+        counts,
         metric_rows,
         committed,
     } = firsts;
@@ -114,10 +115,7 @@ pub(super) async fn judge_and_write(
         &context.memory,
     )
     .await?;
-    let mut verdicts = Verdicts::new(rules, periods);
-    for outcomes in &bucket_outcomes {
-        verdicts.count(&outcomes.read()?)?;
-    }
+    let mut verdicts = Verdicts::new(rules, periods, counts);
     verdicts.escalate();
     summary.aggregates = verdicts.periods().to_vec();
     summary.set_rule_outcomes(with_parse_outcome(
@@ -218,6 +216,8 @@ pub(super) async fn judge_and_write(
 struct FirstPass {
     /// Each bucket's rows with their row and reference rules' outcomes.
     outcomes: Vec<Spill>,
+    /// Every bucket's outcomes, counted.
+    counts: OutcomeCounts,
     /// Every bucket's metric rows, when aggregate rules are measured.
     metric_rows: Option<MetricRows>,
     /// The committed periods the drop's periods are compared with.
@@ -281,6 +281,7 @@ async fn first_pass(
     let (outcomes_folder, metric_folder) = (spill.folder("outcomes")?, spill.folder("metrics")?);
     let mut firsts = FirstPass {
         outcomes: Vec::with_capacity(buckets.count()),
+        counts: OutcomeCounts::new(rules),
         metric_rows: None,
         committed: None,
     };
@@ -321,6 +322,7 @@ async fn first_pass(
             metric_schema = Some(schema);
             metric_spills.push(spill.keep((metric_folder.as_deref(), &name), rows)?);
         }
+        firsts.counts.count(&outcomes.rows)?;
         firsts
             .outcomes
             .push(spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?);

@@ -22,6 +22,7 @@ pub mod committed;
 pub mod metrics;
 pub mod reference;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -186,24 +187,38 @@ pub async fn bucket_outcomes(
     Ok(BucketOutcomes { rows, metric_rows })
 }
 
-impl<'a> Verdicts<'a> {
-    /// No row counted yet; `periods`: the aggregate rules' outcomes.
-    pub fn new(rules: &'a [&'a Rule], periods: PeriodOutcomes) -> Verdicts<'a> {
-        let mut row_rules = 0;
-        let mut aggregates = 0;
-        let sources = rules
-            .iter()
-            .map(|rule| match rule.scope {
-                Scope::Aggregate => {
-                    aggregates += 1;
-                    OutcomeSource::Period(aggregates - 1)
-                }
-                _ => {
-                    row_rules += 1;
-                    OutcomeSource::Column(row_rules - 1)
-                }
-            })
-            .collect();
+/// Where each rule's outcome comes from, in rule order.
+fn outcome_sources(rules: &[&Rule]) -> Vec<OutcomeSource> {
+    let (mut row_rules, mut aggregates) = (0, 0);
+    rules
+        .iter()
+        .map(|rule| match rule.scope {
+            Scope::Aggregate => {
+                aggregates += 1;
+                OutcomeSource::Period(aggregates - 1)
+            }
+            _ => {
+                row_rules += 1;
+                OutcomeSource::Column(row_rules - 1)
+            }
+        })
+        .collect()
+}
+
+/// Every bucket's outcomes, counted as the first pass goes (escalation
+/// needs every row's before any verdict): each row and reference rule's,
+/// and each period's rows (an aggregate rule's outcome is its period's,
+/// known once every bucket is measured).
+pub struct OutcomeCounts {
+    sources: Vec<OutcomeSource>,
+    outcomes: Vec<RuleOutcome>,
+    /// Rows per period (`None`: no period).
+    period_rows: BTreeMap<Option<i32>, u64>,
+}
+
+impl OutcomeCounts {
+    /// Nothing counted yet.
+    pub fn new(rules: &[&Rule]) -> OutcomeCounts {
         let outcomes = rules
             .iter()
             .map(|r| RuleOutcome {
@@ -218,6 +233,72 @@ impl<'a> Verdicts<'a> {
                 escalated: false,
             })
             .collect();
+        OutcomeCounts {
+            sources: outcome_sources(rules),
+            outcomes,
+            period_rows: BTreeMap::new(),
+        }
+    }
+
+    /// Counts one bucket's outcomes.
+    pub fn count(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        let no_periods = PeriodOutcomes::default();
+        for batch in batches {
+            let reader = BatchOutcomes::new(batch, &self.sources)?;
+            for row in 0..batch.num_rows() {
+                for (i, source) in self.sources.iter().enumerate() {
+                    if let OutcomeSource::Column(_) = source {
+                        let outcome = reader.outcome(i, source, row, &no_periods)?;
+                        self.outcomes[i].add(outcome, 1);
+                    }
+                }
+            }
+            match reader.periods {
+                Some(periods) => {
+                    for period in periods.iter() {
+                        *self.period_rows.entry(period).or_default() += 1;
+                    }
+                }
+                None => *self.period_rows.entry(None).or_default() += batch.num_rows() as u64,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RuleOutcome {
+    /// Adds `rows` rows of `outcome`.
+    fn add(&mut self, outcome: Outcome, rows: u64) {
+        match outcome {
+            Outcome::Pass => self.passed += rows,
+            Outcome::Skipped => self.skipped_no_baseline += rows,
+            Outcome::NotApplicable => self.not_applicable += rows,
+            Outcome::Fail => self.failed += rows,
+        }
+    }
+}
+
+impl<'a> Verdicts<'a> {
+    /// Every bucket counted (`counts`) and the aggregate rules' outcomes
+    /// per period (`periods`): each aggregate rule counts its periods' rows.
+    pub fn new(
+        rules: &'a [&'a Rule],
+        periods: PeriodOutcomes,
+        counts: OutcomeCounts,
+    ) -> Verdicts<'a> {
+        let OutcomeCounts {
+            sources,
+            mut outcomes,
+            period_rows,
+        } = counts;
+        for (i, source) in sources.iter().enumerate() {
+            if let OutcomeSource::Period(index) = source {
+                for (period, rows) in &period_rows {
+                    let outcome = period.map_or(Outcome::Skipped, |p| periods.outcome(p, *index));
+                    outcomes[i].add(outcome, *rows);
+                }
+            }
+        }
         Verdicts {
             rules,
             sources,
@@ -231,26 +312,6 @@ impl<'a> Verdicts<'a> {
     /// What each period measured.
     pub fn periods(&self) -> &[PeriodReport] {
         &self.periods.reports
-    }
-
-    /// Counts one bucket's outcomes (before any verdict: escalation needs
-    /// every row's).
-    pub fn count(&mut self, batches: &[RecordBatch]) -> Result<()> {
-        for batch in batches {
-            let reader = BatchOutcomes::new(batch, &self.sources)?;
-            for row in 0..batch.num_rows() {
-                for (i, source) in self.sources.iter().enumerate() {
-                    let counts = &mut self.outcomes[i];
-                    match reader.outcome(i, source, row, &self.periods)? {
-                        Outcome::Pass => counts.passed += 1,
-                        Outcome::Skipped => counts.skipped_no_baseline += 1,
-                        Outcome::NotApplicable => counts.not_applicable += 1,
-                        Outcome::Fail => counts.failed += 1,
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Once every bucket is counted: a rule whose failure rate among checked

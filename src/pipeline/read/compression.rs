@@ -81,10 +81,12 @@ pub(super) fn decompressed(lower: &str, file: &DropFile) -> Result<Option<DropFi
     };
     read.map_err(|e| bad(file, format!("cannot decompress ({}): {e}", codec.name())))?;
     tracing::debug!(file = %file.name, codec = codec.name(), bytes = plain.len(), "decompressed");
-    Ok(Some(DropFile {
-        name: file.name.clone(),
-        bytes: bytes::Bytes::from(plain),
-    }))
+    // The compressed file is read: its pages go back to the system.
+    file.release(0..file.bytes.len());
+    Ok(Some(DropFile::new(
+        file.name.clone(),
+        bytes::Bytes::from(plain),
+    )))
 }
 
 fn bad(file: &DropFile, reason: String) -> Error {

@@ -76,7 +76,11 @@ fn read_in_pieces(
         positions: &positions,
         fields: header.len(),
     };
-    let (cuts, lines) = cuts(&bytes, body_start, pieces);
+    // The pages of a file copied to local disk go back to the system once
+    // read: a file is never held whole.
+    let release =
+        |range: std::ops::Range<usize>| file.release(range.start + skipped..range.end + skipped);
+    let (cuts, lines) = cuts(&bytes, body_start, pieces, &release);
     let mut next = Some(0);
     while let Some(first) = next {
         let round = first..(first + pieces.lanes).min(cuts.len());
@@ -102,6 +106,7 @@ fn read_in_pieces(
         let table = typed_table(&file.name, &bytes, chain, std::mem::take(&mut drift))?;
         tracing::debug!(file = %file.name, rows = table.lines.len(), "parsed a chunk");
         chunk(table)?;
+        release(cuts[first]..next.map_or(bytes.len(), |n| cuts[n]));
     }
     Ok(())
 }
@@ -139,7 +144,12 @@ fn typed_table(
 /// quotes for each further piece.
 ///
 /// Returns the cuts and the line each starts on.
-fn cuts(bytes: &[u8], body_start: usize, pieces: Pieces) -> (Vec<usize>, Vec<u64>) {
+fn cuts(
+    bytes: &[u8],
+    body_start: usize,
+    pieces: Pieces,
+    release: &dyn Fn(std::ops::Range<usize>),
+) -> (Vec<usize>, Vec<u64>) {
     let body = bytes.len().saturating_sub(body_start);
     let pieces = pieces.most.min(body / pieces.min_bytes.max(1)).max(1);
     let mut cuts = vec![body_start];
@@ -149,6 +159,7 @@ fn cuts(bytes: &[u8], body_start: usize, pieces: Pieces) -> (Vec<usize>, Vec<u64
         let target = body_start + body * k / pieces;
         let from = target.max(scanned);
         quotes_before += count(&bytes[scanned..from], b'"');
+        release(scanned..from);
         match line_start_outside_quotes(bytes, from, quotes_before % 2 == 1) {
             Some((cut, quotes)) if cut < bytes.len() => {
                 quotes_before += quotes;
@@ -163,6 +174,7 @@ fn cuts(bytes: &[u8], body_start: usize, pieces: Pieces) -> (Vec<usize>, Vec<u64
     let mut from = body_start;
     for cut in &cuts {
         line += count(&bytes[from..*cut], b'\n') as u64;
+        release(from..*cut);
         lines.push(line);
         from = *cut;
     }
@@ -652,6 +664,7 @@ pub(super) mod tests {
                     min_bytes: 64,
                     lanes,
                 },
+                &|_| {},
             );
             assert_eq!(cuts.len(), pieces, "the file is cut");
             assert_eq!(lines[0], 2, "the first record is on line 2");

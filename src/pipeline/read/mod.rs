@@ -223,11 +223,20 @@ fn estimated_rows(file: &DropFile) -> usize {
     if lower.ends_with(".parquet") {
         return parquet_format::rows(file).unwrap_or(0);
     }
-    match compression::is_compressed(&lower) {
-        true => file.bytes.len() / 20,
-        false => memchr::memchr_iter(b'\n', &file.bytes).count(),
+    if compression::is_compressed(&lower) {
+        return file.bytes.len() / 20;
     }
+    let mut lines = 0;
+    for start in (0..file.bytes.len()).step_by(COUNT_WINDOW) {
+        let end = (start + COUNT_WINDOW).min(file.bytes.len());
+        lines += memchr::memchr_iter(b'\n', &file.bytes[start..end]).count();
+        file.release(start..end);
+    }
+    lines
 }
+
+/// Bytes of a file counted at once, then handed back to the system.
+const COUNT_WINDOW: usize = 64 << 20;
 
 fn read_typed_chunks(
     contract: &Contract,
@@ -406,10 +415,7 @@ mod tests {
     }
 
     pub(super) fn file(name: &str, bytes: &[u8]) -> DropFile {
-        DropFile {
-            name: name.to_string(),
-            bytes: bytes::Bytes::copy_from_slice(bytes),
-        }
+        DropFile::new(name, bytes::Bytes::copy_from_slice(bytes))
     }
 
     #[test]

@@ -74,6 +74,9 @@ fn read_in_chunks(
             drift: std::mem::take(&mut drift),
             ..table
         })?;
+        // The row groups read go back to the system (a file copied to
+        // local disk is never held whole).
+        file.release(0..file.bytes.len());
     }
     Ok(())
 }
