@@ -166,16 +166,21 @@ impl Buckets {
     /// to 0.5 KiB per row with heaptrack and rounded up.
     const BYTES_PER_ROW: u64 = 512;
 
-    /// Buckets of `bucket_rows` rows, or else of at most half of
-    /// `memory_limit` each (the other half is the queries' pool), for a
-    /// drop of `rows` rows.
+    /// Buckets of `bucket_rows` rows, for a drop of `rows` rows. By
+    /// default a drop that half of `memory_limit` holds is one bucket, and
+    /// a larger one is judged in buckets of an eighth of it: beside a
+    /// bucket, a run holds the references' keys and its queries' pool.
     pub(crate) fn for_rows(
         rows: usize,
         (memory_limit, bucket_rows): (u64, Option<u64>),
     ) -> Buckets {
-        let per_bucket = bucket_rows
-            .unwrap_or(memory_limit / 2 / Self::BYTES_PER_ROW)
-            .max(1);
+        let whole = memory_limit / 2 / Self::BYTES_PER_ROW;
+        let per_bucket = match bucket_rows {
+            Some(bucket_rows) => bucket_rows,
+            None if rows as u64 <= whole => whole,
+            None => memory_limit / 8 / Self::BYTES_PER_ROW,
+        }
+        .max(1);
         let count = (rows as u64).div_ceil(per_bucket).max(1);
         Buckets::new(usize::try_from(count).unwrap_or(usize::MAX))
     }
@@ -363,6 +368,7 @@ mod tests {
         assert_eq!(seen, (0..1000).collect::<Vec<i64>>());
         assert_eq!(Buckets::for_rows(1000, (1 << 30, None)).count(), 1);
         assert_eq!(Buckets::for_rows(1000, (1 << 30, Some(300))).count(), 4);
-        assert_eq!(Buckets::for_rows(3_000_000, (1 << 30, None)).count(), 3);
+        assert_eq!(Buckets::for_rows(1_000_000, (1 << 30, None)).count(), 1);
+        assert_eq!(Buckets::for_rows(3_000_000, (1 << 30, None)).count(), 12);
     }
 }
