@@ -90,7 +90,8 @@ pub struct ResourcesConfig {
     #[serde(default)]
     pub scratch_dir: Option<String>,
     /// The most rows judged at once: a larger drop is judged in buckets
-    /// of entities. Default: as many as half of `memory_limit` holds.
+    /// of entities. Default: a drop that half of `memory_limit` holds is
+    /// judged whole, a larger one in buckets of an eighth of it.
     #[serde(default)]
     pub bucket_rows: Option<u64>,
 }

@@ -205,9 +205,10 @@ pub struct Completeness {
 }
 
 impl Completeness {
-    /// The built-in `missing_entities` metric: the count the baseline put on
-    /// every row of the period. A committed period's is the count of its
-    /// `missing` exceptions.
+    /// The built-in `missing_entities` metric: the count of the period's
+    /// missing entities, put on every row of the period when the metrics
+    /// are measured. A committed period's is the count of its `missing`
+    /// exceptions.
     pub fn metric(&self) -> Metric {
         Metric {
             name: MISSING_ENTITIES_METRIC.to_string(),

@@ -126,16 +126,31 @@ impl DropFile {
         if end > start {
             // SAFETY: a read-only mapping of a file: pages dropped are read
             // again from the file, unchanged.
-            let _ = unsafe {
+            let released = unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
             };
+            if let Err(error) = released {
+                tracing::debug!(file = %self.name, %error, "pages read could not be released");
+            }
         }
     }
 }
 
-/// The memory page size releases are aligned to: 4 KiB (on a system of
-/// larger pages the system refuses a misaligned release, which then
+/// The system's memory page size, which releases are aligned to.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn page_size() -> usize {
+    // SAFETY: sysconf reads a constant of the system.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|s| *s > 0)
+        .unwrap_or(4096)
+}
+
+/// The memory page size releases are aligned to where the system is not
+/// asked: 4 KiB (on larger pages a misaligned release is refused and
 /// changes nothing).
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn page_size() -> usize {
     4096
 }

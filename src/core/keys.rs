@@ -181,9 +181,14 @@ impl Buckets {
             None => memory_limit / 8 / Self::BYTES_PER_ROW,
         }
         .max(1);
-        let count = (rows as u64).div_ceil(per_bucket).max(1);
-        Buckets::new(usize::try_from(count).unwrap_or(usize::MAX))
+        let count = (rows as u64).div_ceil(per_bucket).clamp(1, Self::MOST);
+        Buckets::new(usize::try_from(count).unwrap_or(1))
     }
+
+    /// The most buckets: each has a spill file open while the drop is read
+    /// (and one per month of history spread), within the usual limit of
+    /// open files; past it buckets grow beyond their budget.
+    const MOST: u64 = 256;
 
     /// `count` buckets (at least one).
     pub(crate) fn new(count: usize) -> Buckets {

@@ -1,7 +1,8 @@
 //! Where a run's rows wait between two passes over its buckets: in memory
 //! when the drop is judged as one bucket, else in Arrow IPC files in a
-//! folder of the scratch folder (`[resources] scratch_dir`), deleted with
-//! the run.
+//! `silverline-buckets-*` folder of the scratch folder (`[resources]
+//! scratch_dir`), deleted when the run ends (a run killed from outside
+//! leaves it behind, safe to delete when no run is using the folder).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -258,19 +258,16 @@ impl Location {
 
     /// Streams the object at `relative` to `sink`: its size, then its
     /// content piece by piece (a local file read a MiB at a time). Returns
-    /// how many bytes came; an object that changed while it was read is a
-    /// storage error naming it (a retry reads it whole).
+    /// how many bytes came; an object whose content does not match the size
+    /// its store announced (it changed while read) is a storage error
+    /// naming it.
     pub(crate) async fn stream_to(
         &self,
         relative: &str,
         sink: &mut (dyn ObjectSink + Send),
     ) -> Result<u64> {
-        let failed = Error::storage("get", self.describe(relative));
-        let result = self
-            .store
-            .get(&self.path(relative))
-            .await
-            .map_err(Error::storage("get", self.describe(relative)))?;
+        let failed = |source| Error::storage("get", self.describe(relative))(source);
+        let result = self.store.get(&self.path(relative)).await.map_err(failed)?;
         let size = result.meta.size;
         sink.size(size);
         let mut read = 0u64;
@@ -292,11 +289,7 @@ impl Location {
                 }
             }
             GetResultPayload::Stream(mut stream) => {
-                while let Some(bytes) = stream
-                    .try_next()
-                    .await
-                    .map_err(Error::storage("get", self.describe(relative)))?
-                {
+                while let Some(bytes) = stream.try_next().await.map_err(failed)? {
                     read += bytes.len() as u64;
                     sink.piece(&bytes)?;
                 }

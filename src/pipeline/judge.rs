@@ -277,7 +277,6 @@ async fn first_pass(
             })
     };
     let history = SpilledHistory::new(buckets, spill);
-    let known_keys = references.get().await?;
     let (outcomes_folder, metric_folder) = (spill.folder("outcomes")?, spill.folder("metrics")?);
     let mut firsts = FirstPass {
         outcomes: Vec::with_capacity(buckets.count()),
@@ -315,6 +314,8 @@ async fn first_pass(
         }
         missing.extend(baselined.missing.take());
         laps.lap(summary, Stage::Baseline);
+        // Loaded beside the read and the first history read.
+        let known_keys = references.get().await?;
         let outcomes =
             evaluate::bucket_outcomes(baselined, rules, plan, (known_keys, measure)).await?;
         let name = format!("bucket-{index}");

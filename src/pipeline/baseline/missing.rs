@@ -56,8 +56,9 @@ impl Missing {
             }
             rows.push(part.rows);
         }
-        all.rows =
+        let rows =
             concat_batches(&all.rows.schema(), &rows).map_err(Error::arrow(Stage::Baseline))?;
+        all.rows = by_period(&rows)?;
         Ok(Some(all))
     }
 
@@ -498,6 +499,18 @@ fn date_of(days: i32) -> Result<NaiveDate> {
 /// Days since the epoch of `date`.
 pub(super) fn days_of(date: NaiveDate) -> i32 {
     date.num_days_from_ce() - UNIX_EPOCH_FROM_CE
+}
+
+/// `rows` (missing entities) by period, in their order within one, as a
+/// drop judged whole lists them.
+fn by_period(rows: &RecordBatch) -> Result<RecordBatch> {
+    let periods = rows
+        .column_by_name(MISSING_PERIOD)
+        .and_then(|c| c.as_any().downcast_ref::<Date32Array>())
+        .ok_or_else(|| internal("the missing period is not a date"))?;
+    let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
+    order.sort_by_key(|row| (periods.value(*row as usize), *row));
+    take_record_batch(rows, &UInt32Array::from(order)).map_err(Error::arrow(Stage::Baseline))
 }
 
 /// The schema of the state columns.

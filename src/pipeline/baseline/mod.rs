@@ -203,8 +203,8 @@ pub(crate) async fn read_history<'a>(
 
 impl HistoryLoaded<'_> {
     /// The drop's rows with their previous state attached ([`lag`]) and,
-    /// with `[completeness]`, the missing entities and every row's count of
-    /// them (`_missing_entities`).
+    /// with `[completeness]`, the missing entities (the metrics put their
+    /// count per period on the rows once every bucket is baselined).
     pub(crate) async fn lag(self) -> Result<Baselined> {
         let HistoryLoaded {
             ctx,

@@ -35,7 +35,9 @@ impl Pieces {
         Pieces {
             most: usize::MAX,
             min_bytes: 16 << 20,
-            lanes: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // At most 8 at once: a chunk stays within 256 MiB of text
+            // whatever the machine's cores.
+            lanes: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
         }
     }
 }
