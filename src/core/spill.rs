@@ -64,14 +64,10 @@ impl SpillDir {
         (folder, name): (Option<&Path>, &str),
         batches: Vec<RecordBatch>,
     ) -> Result<Spill> {
-        let (Some(dir), Some(schema)) = (&self.dir, batches.first().map(RecordBatch::schema))
-        else {
+        let Some(schema) = batches.first().map(RecordBatch::schema) else {
             return Ok(Spill::Memory(batches));
         };
-        let path = folder
-            .unwrap_or(dir.path())
-            .join(format!("{name}{SPILL_EXTENSION}"));
-        let mut writer = SpillWriter::create(&path, &schema)?;
+        let mut writer = self.writer((folder, name), &schema)?;
         for batch in &batches {
             writer.write(batch)?;
         }

@@ -157,5 +157,5 @@ fn month_starts(contract: &Contract, batch: &RecordBatch) -> Result<BTreeSet<i32
             Error::Internal("baseline: the history's order column is not a date".to_string())
         })?;
     let days: Vec<i32> = days.iter().flatten().collect();
-    Ok(super::lag::month_starts(&days).iter().flatten().collect())
+    Ok(super::lag::distinct_months(&days))
 }

@@ -327,6 +327,11 @@ fn previous_values(
 }
 
 /// The first day of each date's month (null for a null date).
+/// The distinct first days of the months of `days`, sorted.
+pub(super) fn distinct_months(days: &[i32]) -> BTreeSet<i32> {
+    month_starts(days).iter().flatten().collect()
+}
+
 pub(super) fn month_starts(days: &[i32]) -> Date32Array {
     let month_start = |d: i32| {
         NaiveDate::from_num_days_from_ce_opt(d.checked_add(UNIX_EPOCH_FROM_CE)?)

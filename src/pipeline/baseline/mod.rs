@@ -98,14 +98,16 @@ impl DropShape {
         lookback_months: u32,
         with_periods: bool,
     ) -> Result<DropShape> {
-        let days_list: Vec<i32> = days.iter().copied().collect();
-        let periods: BTreeSet<i32> = lag::month_starts(&days_list).iter().flatten().collect();
+        let periods = match with_periods {
+            true => {
+                let days: Vec<i32> = days.iter().copied().collect();
+                lag::distinct_months(&days).into_iter().collect()
+            }
+            false => Vec::new(),
+        };
         Ok(DropShape {
             window: order_window(contract, days, lookback_months)?,
-            periods: match with_periods {
-                true => periods.into_iter().collect(),
-                false => Vec::new(),
-            },
+            periods,
         })
     }
 

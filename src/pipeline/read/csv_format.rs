@@ -184,7 +184,7 @@ fn cuts(
 }
 
 fn count(bytes: &[u8], byte: u8) -> usize {
-    bytes.iter().filter(|b| **b == byte).count()
+    memchr::memchr_iter(byte, bytes).count()
 }
 
 /// The first byte after a run of line ends, at or after `from`, where the
