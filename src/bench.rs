@@ -23,7 +23,7 @@ use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use crate::config::Plan;
 use crate::core::drop::DropFile;
 use crate::demo::Workspace;
-use crate::demo::generate::{Portfolio, Statement, month_end, months, to_csv};
+use crate::demo::generate::{Portfolio, Statement, csv_lines, month_end, months, to_csv};
 use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_or_create_silver};
 use crate::infra::datafile::write_silver_files;
@@ -94,7 +94,7 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
     print_measure("run, 12 months, committed", accounts, &committed);
     // The month after: what a monthly run meets in production, the metrics
     // of the two older compared months kept by the committed run.
-    let (next_id, _) = later_months.swap_remove(1).put(ws).await?;
+    let next_id = later_months.swap_remove(1).put(ws).await?;
     let steady = median_run(ws, "credit_statements.toml", &next_id)?;
     print_measure("run, 12 months, the month after", accounts, &steady);
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
@@ -155,12 +155,10 @@ async fn put_monthly_drops(
         portfolio: Portfolio::new(CONTRIBUTOR, accounts, false, 7),
         month: NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default(),
     };
-    let (from, statements) = drops.put(ws).await?;
-    ws.register_holders("bench", statements.iter().map(|r| r.holder.as_str()))
-        .await?;
+    let from = drops.put(ws).await?;
     let mut to = from.clone();
     for _ in 1..months_count {
-        to = drops.put(ws).await?.0;
+        to = drops.put(ws).await?;
     }
     Ok((from, to))
 }
@@ -204,29 +202,51 @@ async fn load_history(
         .split_last()
         .ok_or_else(|| Error::Internal("no months".into()))?;
     let copied = history_months.len().saturating_sub(GENERATED_MONTHS);
-    let mut template = None;
+    // The first month, slice by slice, when older months copy it.
+    let mut template = Vec::new();
     for (i, month) in history_months.iter().enumerate() {
-        let rows = match &template {
-            Some(template) if i < copied => redated(plan, template, *month)?,
-            _ => {
-                let statements = portfolio.statements(*month, true);
-                if template.is_none() {
-                    ws.register_holders("bench", statements.iter().map(|r| r.holder.as_str()))
-                        .await?;
+        let silver = load_or_create_silver(catalog.as_ref(), plan).await?.table;
+        let mut files = Vec::new();
+        for (slice, positions) in slices(accounts) {
+            let rows = match template.get(slice) {
+                Some(template) if i < copied => redated(plan, template, *month)?,
+                _ => {
+                    let statements = portfolio.statements_of(*month, true, positions);
+                    if i == 0 {
+                        let holders = statements.iter().map(|r| r.holder.as_str());
+                        ws.register_holders(&format!("bench-{slice}"), holders)
+                            .await?;
+                    }
+                    let typed = typed_rows(plan, &statements)?;
+                    if i < copied {
+                        template.push(typed.clone());
+                    }
+                    typed
                 }
-                let typed = typed_rows(plan, &statements)?;
-                template.get_or_insert_with(|| typed.clone());
-                typed
-            }
-        };
-        setup_history_unjudged(catalog.as_ref(), plan, rows, i).await?;
+            };
+            let name = format!("history-{i}-{slice}");
+            files.extend(write_silver_files(&silver, &[rows], &name).await?);
+        }
+        append_history_unjudged(catalog.as_ref(), &silver, files).await?;
     }
     let mut drops = MonthlyDrops {
         portfolio,
         month: *drop_month,
     };
-    let (drop_id, _) = drops.put(ws).await?;
+    let drop_id = drops.put(ws).await?;
     Ok((drop_id, drops))
+}
+
+/// Accounts generated, read and written at once while the bench sets up:
+/// a month of a large portfolio is never held whole.
+const SLICE_ACCOUNTS: usize = 1_000_000;
+
+/// The slices of `accounts` accounts, numbered, by position.
+fn slices(accounts: usize) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
+    (0..accounts.div_ceil(SLICE_ACCOUNTS).max(1)).map(move |slice| {
+        let start = slice * SLICE_ACCOUNTS;
+        (slice, start..(start + SLICE_ACCOUNTS).min(accounts))
+    })
 }
 
 /// One portfolio's monthly drops, put in bronze month after month.
@@ -237,17 +257,26 @@ struct MonthlyDrops {
 }
 
 impl MonthlyDrops {
-    /// Puts this month's drop in bronze and moves to the next month;
-    /// returns the drop id and the drop's statements.
-    async fn put(&mut self, ws: &Workspace) -> Result<(String, Vec<Statement>)> {
+    /// Puts this month's drop in bronze, generated slice by slice, and its
+    /// holders in the reference; moves to the next month and returns the
+    /// drop id.
+    async fn put(&mut self, ws: &Workspace) -> Result<String> {
         let drop_id = self.month.format("%Y-%m").to_string();
-        let statements = self.portfolio.statements(self.month, false);
-        ws.put_drop(CONTRIBUTOR, &drop_id, &statements).await?;
+        let mut parts = vec![bytes::Bytes::from(to_csv(&[]))];
+        for (slice, positions) in slices(self.portfolio.len()) {
+            let statements = self.portfolio.statements_of(self.month, false, positions);
+            parts.push(bytes::Bytes::from(csv_lines(&statements)));
+            let holders = statements.iter().map(|r| r.holder.as_str());
+            ws.register_holders(&format!("{CONTRIBUTOR}-{drop_id}-{slice}"), holders)
+                .await?;
+        }
+        ws.put_file_parts(CONTRIBUTOR, &drop_id, "statements.csv", parts)
+            .await?;
         self.month = self
             .month
             .checked_add_months(chrono::Months::new(1))
             .ok_or_else(|| Error::Internal(format!("bench: no month after {drop_id}")))?;
-        Ok((drop_id, statements))
+        Ok(drop_id)
     }
 }
 
@@ -276,17 +305,15 @@ fn redated(plan: &Plan, rows: &RecordBatch, month: NaiveDate) -> Result<RecordBa
     RecordBatch::try_new(rows.schema(), columns).map_err(Error::arrow(Stage::Bench))
 }
 
-/// Bench setup only: appends one month of generated history to Silver
-/// directly, without judging it (the measured runs go through the pipeline).
-async fn setup_history_unjudged(
+/// Bench setup only: appends one month of generated history (its data
+/// `files`) to Silver directly, without judging it (the measured runs go
+/// through the pipeline).
+async fn append_history_unjudged(
     catalog: &dyn iceberg::Catalog,
-    plan: &Plan,
-    rows: RecordBatch,
-    month: usize,
+    silver: &iceberg::table::Table,
+    files: Vec<iceberg::spec::DataFile>,
 ) -> Result<()> {
-    let silver = load_or_create_silver(catalog, plan).await?.table;
-    let files = write_silver_files(&silver, &[rows], &format!("history-{month}")).await?;
-    let tx = Transaction::new(&silver);
+    let tx = Transaction::new(silver);
     let tx = tx
         .fast_append()
         .add_data_files(files)

@@ -130,6 +130,13 @@ fn money(cents: i64) -> String {
 pub fn to_csv(rows: &[Statement]) -> String {
     let mut out = HEADER.join(",");
     out.push('\n');
+    out.push_str(&csv_lines(rows));
+    out
+}
+
+/// Statements as CSV lines, without the header (a file written in parts).
+pub fn csv_lines(rows: &[Statement]) -> String {
+    let mut out = String::new();
     for row in rows {
         out.push_str(&row.csv_line());
         out.push('\n');
@@ -182,9 +189,32 @@ impl Portfolio {
     /// Advances every account to the end of `month` and returns its statements.
     /// With `admin_changes`, about 2% of accounts get a legitimate limit change.
     pub fn statements(&mut self, month: NaiveDate, admin_changes: bool) -> Vec<Statement> {
+        self.statements_of(month, admin_changes, 0..self.accounts.len())
+    }
+
+    /// How many accounts.
+    pub fn len(&self) -> usize {
+        self.accounts.len()
+    }
+
+    /// Whether the portfolio has no account.
+    pub fn is_empty(&self) -> bool {
+        self.accounts.is_empty()
+    }
+
+    /// [`Portfolio::statements`] of the accounts at `positions` only, for a
+    /// portfolio too large to hold a month's statements at once: a month
+    /// taken in consecutive slices, first to last, gives the same statements.
+    pub fn statements_of(
+        &mut self,
+        month: NaiveDate,
+        admin_changes: bool,
+        positions: std::ops::Range<usize>,
+    ) -> Vec<Statement> {
         let date = month_end(month);
-        let mut rows = Vec::with_capacity(self.accounts.len());
-        for account in &mut self.accounts {
+        let accounts = self.accounts.get_mut(positions).unwrap_or_default();
+        let mut rows = Vec::with_capacity(accounts.len());
+        for account in accounts {
             evolve(
                 account,
                 &mut self.rng,
@@ -364,6 +394,20 @@ mod tests {
             a.statements(month(2026, 1), true),
             b.statements(month(2026, 1), true)
         );
+    }
+
+    #[test]
+    fn a_month_taken_in_slices_gives_the_statements_of_the_whole() {
+        let mut whole = Portfolio::new("BANK_A", 25, false, 7);
+        let mut sliced = whole.clone();
+        for m in [month(2026, 1), month(2026, 2)] {
+            let expected = whole.statements(m, true);
+            let parts: Vec<Statement> = [0..10, 10..20, 20..25]
+                .into_iter()
+                .flat_map(|positions| sliced.statements_of(m, true, positions))
+                .collect();
+            assert_eq!(parts, expected);
+        }
     }
 
     #[test]

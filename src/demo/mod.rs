@@ -166,6 +166,20 @@ impl Workspace {
             .await
     }
 
+    /// Writes one file of a drop from `parts`, one after the other (a drop
+    /// too large to build in one buffer).
+    pub async fn put_file_parts(
+        &self,
+        contributor: &str,
+        drop_id: &str,
+        name: &str,
+        parts: Vec<bytes::Bytes>,
+    ) -> Result<()> {
+        self.bronze
+            .put_parts(&format!("{contributor}/{drop_id}/{name}"), parts)
+            .await
+    }
+
     /// Writes a file under dq_error (a corrected file, say), relative to its root.
     pub async fn put_output(&self, relative: &str, bytes: Vec<u8>) -> Result<()> {
         self.dq_error.put(relative, bytes).await

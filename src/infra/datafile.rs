@@ -37,26 +37,90 @@ pub async fn write_silver_files(
     batches: &[RecordBatch],
     run_id: &str,
 ) -> Result<Vec<DataFile>> {
-    let filled: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
-    let lanes = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, filled.len().max(1));
-    let mut shares: Vec<Vec<RecordBatch>> = vec![Vec::new(); lanes];
-    for (i, batch) in filled.into_iter().enumerate() {
-        shares[i % lanes].push(batch.clone());
+    let mut writers = SilverWriters::open(silver, run_id);
+    writers.write(batches).await?;
+    writers.finish().await
+}
+
+/// Silver's data files written by one writer per core, fed batch after
+/// batch (a run's buckets one after the other) and closed once: a run
+/// writes about one file per core, rolled at the table's target file size,
+/// however many buckets it judges; a writer writes while the next bucket
+/// is judged.
+pub struct SilverWriters {
+    lanes: Vec<Lane>,
+    /// The lane the next slice goes to.
+    next: usize,
+}
+
+/// One writer: the task writing what its channel brings.
+struct Lane {
+    sender: tokio::sync::mpsc::Sender<RecordBatch>,
+    task: tokio::task::JoinHandle<Result<Vec<DataFile>>>,
+}
+
+/// Rows a writer is handed at once: a large batch is shared by the writers.
+const WRITE_SLICE_ROWS: usize = 65_536;
+
+/// Slices a writer's channel holds before the sender waits.
+const LANE_SLICES: usize = 2;
+
+impl SilverWriters {
+    /// One writer per core for `silver`'s data files, named after `run_id`.
+    pub fn open(silver: &Table, run_id: &str) -> SilverWriters {
+        let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let lanes = (0..lanes)
+            .map(|_| {
+                let (sender, receiver) = tokio::sync::mpsc::channel(LANE_SLICES);
+                let (silver, run_id) = (silver.clone(), run_id.to_string());
+                let task =
+                    tokio::spawn(async move { write_lane(&silver, receiver, &run_id).await });
+                Lane { sender, task }
+            })
+            .collect();
+        SilverWriters { lanes, next: 0 }
     }
-    let writers = shares.into_iter().map(|share| {
-        let (silver, run_id) = (silver.clone(), run_id.to_string());
-        tokio::spawn(async move { write_share(&silver, &share, &run_id).await })
-    });
-    let written = futures::future::try_join_all(writers)
-        .await
-        .map_err(|e| Error::Internal(format!("write: a writer task failed: {e}")))?;
-    let mut files = Vec::new();
-    for share in written {
-        files.extend(share?);
+
+    /// Hands `batches` to the writers, in slices.
+    pub async fn write(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        for batch in batches {
+            for start in (0..batch.num_rows()).step_by(WRITE_SLICE_ROWS) {
+                let rows = WRITE_SLICE_ROWS.min(batch.num_rows() - start);
+                let lane = self.next % self.lanes.len();
+                self.next += 1;
+                if self.lanes[lane]
+                    .sender
+                    .send(batch.slice(start, rows))
+                    .await
+                    .is_err()
+                {
+                    // The writer stopped: its error says why.
+                    let stopped = self.lanes.swap_remove(lane);
+                    return Err(match joined(stopped.task).await {
+                        Err(error) => error,
+                        Ok(_) => Error::Internal("write: a writer stopped early".to_string()),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
-    Ok(files)
+
+    /// Closes every writer; the data files written.
+    pub async fn finish(self) -> Result<Vec<DataFile>> {
+        let mut files = Vec::new();
+        for Lane { sender, task } in self.lanes {
+            drop(sender);
+            files.extend(joined(task).await?);
+        }
+        Ok(files)
+    }
+}
+
+/// A writer task's outcome.
+async fn joined(task: tokio::task::JoinHandle<Result<Vec<DataFile>>>) -> Result<Vec<DataFile>> {
+    task.await
+        .map_err(|e| Error::Internal(format!("write: a writer task failed: {e}")))?
 }
 
 /// `table` relocated to the local folder `scratch`: data files written for
@@ -80,13 +144,17 @@ pub(crate) fn in_scratch(table: &Table, scratch: &std::path::Path) -> Result<Tab
         .map_err(Error::catalog("write", &target))
 }
 
-/// One writer's share of [`write_silver_files`].
-async fn write_share(
+/// One writer of [`SilverWriters`]: writes what `batches` brings until it
+/// closes (no file when it brings no row).
+async fn write_lane(
     silver: &Table,
-    batches: &[RecordBatch],
+    mut batches: tokio::sync::mpsc::Receiver<RecordBatch>,
     run_id: &str,
 ) -> Result<Vec<DataFile>> {
     let target = silver.identifier().to_string();
+    let Some(first) = batches.recv().await else {
+        return Ok(Vec::new());
+    };
     let metadata = silver.metadata();
     let iceberg_schema = metadata.current_schema().clone();
     let arrow_schema = Arc::new(
@@ -98,29 +166,28 @@ async fn write_share(
     let builder = data_file_writer_builder(silver, &props, run_id)
         .map_err(Error::catalog("write", &target))?;
     let spec = metadata.default_partition_spec().clone();
-    let stamped = batches
-        .iter()
-        .map(|b| {
-            RecordBatch::try_new(arrow_schema.clone(), b.columns().to_vec())
-                .map_err(Error::arrow(Stage::Write))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let stamped = |b: RecordBatch| {
+        RecordBatch::try_new(arrow_schema.clone(), b.columns().to_vec())
+            .map_err(Error::arrow(Stage::Write))
+    };
+    let mut next = Some(first);
     let written = if spec.is_unpartitioned() {
         let mut writer = UnpartitionedWriter::new(builder);
-        for batch in stamped {
+        while let Some(batch) = next {
             writer
-                .write(batch)
+                .write(stamped(batch)?)
                 .await
                 .map_err(Error::catalog("write", &target))?;
+            next = batches.recv().await;
         }
         writer.close().await
     } else {
         let splitter = PartitionSplitter::try_new(iceberg_schema, spec)
             .map_err(Error::catalog("write", &target))?;
         let mut writer = FanoutWriter::new(builder);
-        for batch in stamped {
+        while let Some(batch) = next {
             for (key, part) in splitter
-                .split(&batch)
+                .split(&stamped(batch)?)
                 .map_err(Error::catalog("write", &target))?
             {
                 writer
@@ -128,6 +195,7 @@ async fn write_share(
                     .await
                     .map_err(Error::catalog("write", &target))?;
             }
+            next = batches.recv().await;
         }
         writer.close().await
     };

@@ -205,6 +205,16 @@ impl Location {
         Ok(())
     }
 
+    /// Writes `parts`, one after the other, to `relative`, replacing what
+    /// is there (a large file built in parts, never copied into one buffer).
+    pub(crate) async fn put_parts(&self, relative: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.store
+            .put(&self.path(relative), PutPayload::from_iter(parts))
+            .await
+            .map_err(Error::storage("put", self.describe(relative)))?;
+        Ok(())
+    }
+
     /// Writes `bytes` to `relative` only if nothing is there; returns false if something was.
     pub(crate) async fn put_if_absent(&self, relative: &str, bytes: Vec<u8>) -> Result<bool> {
         let options = PutOptions {

@@ -17,6 +17,7 @@ use super::context::Context;
 use super::exceptions::{contributor_watch, record_events};
 use super::hooks::{self, CrashPoint};
 use super::judge::Judgement;
+use super::read::DropRows;
 use super::summary::{RunStatus, Summary, lap};
 use super::{RunOptions, committed_run};
 use crate::config::Plan;
@@ -58,10 +59,11 @@ pub enum Attempt {
 }
 
 /// Commits a judged run: stages its summary beside its claim marker, appends
-/// its Silver rows with its ledger entry, then records its exception events.
+/// its Silver rows with its ledger entry, then records its exception events
+/// (the drop's rows, `declared`, resolve the missing entities they declare).
 pub(super) async fn commit_run(
     context: &Context<'_>,
-    claim: &Claim,
+    (claim, declared): (&Claim, &DropRows),
     judged: Judgement,
     judged_on: JudgedOn,
     (options, summary): (&RunOptions, &mut Summary),
@@ -96,7 +98,7 @@ pub(super) async fn commit_run(
             summary.snapshot_id = Some(id);
             let run = committed_run(summary, &claim.run_id, &claim.run_date);
             let ids = &judged.exception_ids;
-            let outputs = (&judged.set_aside_files, Some(&judged.declared));
+            let outputs = (&judged.set_aside_files, Some(declared));
             let after_commit = |source| Error::AfterCommit {
                 source: Box::new(source),
             };

@@ -35,6 +35,7 @@ use crate::exceptions::record::{
 use crate::exceptions::runs::read_summaries;
 use crate::exceptions::store::{append_events, has_run, load_or_create_exceptions, read_events};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
+use crate::pipeline::read::DropRows;
 use crate::stage::Stage;
 
 /// A run whose rows are in Silver.
@@ -65,12 +66,12 @@ impl CommittedRun {
 /// Records the events of a run that just committed.
 ///
 /// With `[completeness]`, the entities the drop left out become `missing`
-/// exceptions, and the open ones the drop's rows (`declared`: their entity
-/// key and order column) declare are resolved.
+/// exceptions, and the open ones the drop's rows (`declared`) declare are
+/// resolved.
 pub(super) async fn record_events(
     context: &Context<'_>,
     run: &CommittedRun,
-    (set_aside_files, declared): (&BTreeMap<SetAside, String>, Option<&RecordBatch>),
+    (set_aside_files, declared): (&BTreeMap<SetAside, String>, Option<&DropRows>),
     ids: &ExceptionIds,
 ) -> Result<()> {
     let now = Utc::now();
@@ -143,10 +144,11 @@ pub(super) async fn restore_missing_events(
 }
 
 /// `resolved` events for the contributor's open `missing` exceptions whose
-/// entity and period a row of `declared` holds.
+/// entity and period a row of `declared` holds (read bucket by bucket, and
+/// only when some are open).
 async fn resolve_declared(
     context: &Context<'_>,
-    declared: &RecordBatch,
+    declared: &DropRows,
     record: &RunRecord<'_>,
 ) -> Result<Vec<ExceptionEvent>> {
     let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
@@ -160,12 +162,15 @@ async fn resolve_declared(
     if open.is_empty() {
         return Ok(Vec::new());
     }
-    let keys = declared_keys(&context.plan.contract, declared)?;
-    let mut resolved: Vec<ExceptionEvent> = keys
-        .iter()
-        .filter_map(|key| open.get(key.as_str()))
-        .map(|missing| declared_event(missing, record))
-        .collect();
+    let mut resolved = Vec::new();
+    for bucket in 0..declared.buckets().count() {
+        let keys = declared_keys(&context.plan.contract, &declared.declared(bucket)?)?;
+        resolved.extend(
+            keys.iter()
+                .filter_map(|key| open.get(key.as_str()))
+                .map(|missing| declared_event(missing, record)),
+        );
+    }
     resolved.sort_by(|a, b| a.exception_id.cmp(&b.exception_id));
     resolved.dedup_by(|a, b| a.exception_id == b.exception_id);
     Ok(resolved)

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use arrow::record_batch::RecordBatch;
 use iceberg::table::Table;
 
 use super::background::Background;
@@ -63,8 +62,6 @@ pub(super) struct Judgement {
     pub(super) set_aside_files: BTreeMap<SetAside, String>,
     /// The exception id of each row set aside.
     pub(super) exception_ids: ExceptionIds,
-    /// The drop's entity keys and order column: what it declares.
-    pub(super) declared: RecordBatch,
 }
 
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
@@ -144,18 +141,22 @@ pub(super) async fn judge_and_write(
         None => silver,
     };
     let mut router = route::Router::new(&plan.contract, &stamp);
-    let mut data_files = Vec::new();
-    for outcomes in bucket_outcomes {
-        let judged = verdicts.judge(&outcomes.read()?)?;
+    let mut writers = datafile::SilverWriters::open(sink, &place.run_id);
+    for (index, outcomes) in bucket_outcomes.into_iter().enumerate() {
+        let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
         drop(outcomes);
+        let judged = verdicts.judge(&rows)?;
+        drop(rows);
         laps.lap(summary, Stage::Evaluate);
         let rows = router.route(&judged)?;
         drop(judged);
         laps.lap(summary, Stage::Route);
         progress.stage(Stage::Write);
-        data_files.extend(datafile::write_silver_files(sink, &rows, &place.run_id).await?);
+        writers.write(&rows).await?;
         laps.lap(summary, Stage::Write);
     }
+    let data_files = writers.finish().await?;
+    laps.lap(summary, Stage::Write);
     summary.baseline.rows_with_baseline = verdicts.with_baseline;
     summary.baseline.rows_without_baseline = verdicts.without_baseline;
     let routed = router.finish(&batch.rejects, plan.mask_sensitive)?;
@@ -208,13 +209,12 @@ pub(super) async fn judge_and_write(
         balanced,
         set_aside_files,
         exception_ids: stamp.exception_ids,
-        declared: batch.rows.declared()?,
     })
 }
 
 /// What the first pass over the buckets leaves for the second.
 struct FirstPass {
-    /// Each bucket's rows with their row and reference rules' outcomes.
+    /// Each bucket's row and reference rules' outcomes, by row position.
     outcomes: Vec<Spill>,
     /// Every bucket's outcomes, counted.
     counts: OutcomeCounts,
@@ -302,9 +302,13 @@ async fn first_pass(
             silver,
         )
         .await?;
-        // Measured while the history was read; awaited before the LAG, whose
-        // peak memory a month measured meanwhile would add to.
-        if let Some(work) = committed_work.take() {
+        // Measured while the history was read and the buckets before the
+        // last were judged; awaited before the last bucket's LAG (a drop
+        // judged whole has one), whose peak memory a month measured
+        // meanwhile would add to.
+        if index + 1 == buckets.count()
+            && let Some(work) = committed_work.take()
+        {
             firsts.committed = Some(work.join().await?);
         }
         let mut baselined = loaded.lag().await?;

@@ -229,7 +229,14 @@ async fn stages(
             // Its data files went to a scratch folder, already deleted.
             return Ok(());
         }
-        match commit::commit_run(context, &claim, judged, judged_on, (options, summary)).await? {
+        let committed = commit::commit_run(
+            context,
+            (&claim, &batch.rows),
+            judged,
+            judged_on,
+            (options, summary),
+        );
+        match committed.await? {
             Attempt::Done => return Ok(()),
             Attempt::JudgeAgain if judgement < context.plan.commit_attempts => {
                 silver = context::reload_silver(context).await?;

@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 use super::{Entities, History, project};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Date32Array, Int64Array, new_null_array};
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, UInt32Array, new_null_array,
+};
 use arrow::compute::{cast, interleave};
 use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
@@ -24,7 +26,7 @@ use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::transient::{
-    DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, prev_column,
+    DROP_CONTRIBUTOR, HAS_BASELINE, KEY_COMMITTED, KEY_OCCURRENCES, PERIOD, ROW, prev_column,
     repeated_text, with_columns,
 };
 
@@ -48,7 +50,7 @@ struct Member {
 
 /// The drop's rows with `prev_<c>` for each column of `prev`, then
 /// `_key_occurrences`, `_key_committed`, `_has_baseline`,
-/// `_drop_contributor` and `_period`.
+/// `_drop_contributor`, `_period` and `_row` (the row's position).
 pub(super) fn lag(
     contract: &Contract,
     prev: &BTreeSet<String>,
@@ -81,7 +83,7 @@ pub(super) fn lag(
     let has_baseline: BooleanArray = previous.iter().map(|p| Some(p.is_some())).collect();
     drop(previous);
 
-    let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 5);
+    let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 6);
     for name in prev {
         let current = column(rows, name)?;
         // Taken out of the history as it is read, so that the history
@@ -94,7 +96,9 @@ pub(super) fn lag(
         ));
     }
     drop(sources);
-    let flags: [(&str, ArrayRef); 5] = [
+    let positions = u32::try_from(rows.num_rows())
+        .map_err(|_| Error::Internal("baseline: more than 4 billion rows".to_string()))?;
+    let flags: [(&str, ArrayRef); 6] = [
         (KEY_OCCURRENCES, Arc::new(Int64Array::from(occurrences))),
         (KEY_COMMITTED, Arc::new(Int64Array::from(committed_rows))),
         (HAS_BASELINE, Arc::new(has_baseline)),
@@ -103,6 +107,7 @@ pub(super) fn lag(
             Arc::new(repeated_text(contributor, rows.num_rows())),
         ),
         (PERIOD, Arc::new(month_starts(&drop_order))),
+        (ROW, Arc::new(UInt32Array::from_iter_values(0..positions))),
     ];
     extra.extend(
         flags

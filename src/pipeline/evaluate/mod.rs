@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int8Array, ListBuilder,
-    StringBuilder, StructBuilder, UInt8Builder,
+    StringBuilder, StructBuilder, UInt8Builder, UInt32Array,
 };
 use arrow::datatypes::{DataType, Field, Fields, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
 use crate::stage::Stage;
 use crate::transient::{
-    DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, PREV_PREFIX, REF_PREFIX, prev_column, with_columns,
+    DQ_ERRORS, DQ_PASSED, HAS_BASELINE, PERIOD, ROW, prev_column, with_columns,
 };
 use aggregate::{PeriodOutcomes, PeriodReport};
 use reference::KnownKeys;
@@ -124,8 +124,8 @@ pub struct RuleOutcome {
 /// waiting for the periods' outcomes and the escalations (which need every
 /// bucket's) before their verdicts.
 pub struct BucketOutcomes {
-    /// Own columns (contract, provenance, `_has_baseline`, `_period`...),
-    /// then one outcome column per row or reference rule, in rule order.
+    /// `_row`, `_has_baseline` and `_period`, then one outcome column per
+    /// row or reference rule, in rule order, in no particular row order.
     pub rows: Vec<RecordBatch>,
     /// The columns the metrics read and the period of every row, when
     /// aggregate rules are measured.
@@ -185,6 +185,58 @@ pub async fn bucket_outcomes(
         "row rules evaluated"
     );
     Ok(BucketOutcomes { rows, metric_rows })
+}
+
+/// A bucket's drop `rows` with their `outcomes` (a [`BucketOutcomes`]'
+/// rows) beside them, in the drop's order: the rows' own columns,
+/// `_has_baseline`, `_period`, then the outcome columns, as
+/// [`Verdicts::judge`] reads them. Every row has exactly one outcome row.
+pub fn in_drop_order(rows: RecordBatch, outcomes: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    let missing = |what: &str| Error::Internal(format!("evaluate: {what}"));
+    let Some(first) = outcomes.first() else {
+        return match rows.num_rows() {
+            0 => Ok(Vec::new()),
+            n => Err(missing(&format!("{n} rows without outcomes"))),
+        };
+    };
+    let outcomes = arrow::compute::concat_batches(&first.schema(), outcomes)
+        .map_err(Error::arrow(Stage::Evaluate))?;
+    let positions = outcomes
+        .column_by_name(ROW)
+        .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
+        .ok_or_else(|| missing("the outcomes have no row positions"))?;
+    if positions.len() != rows.num_rows() {
+        return Err(missing(&format!(
+            "{} outcomes for {} rows",
+            positions.len(),
+            rows.num_rows()
+        )));
+    }
+    // order[p]: the outcome row of the drop row at position p.
+    let mut order = vec![u32::MAX; rows.num_rows()];
+    for (at, position) in (0u32..).zip(positions.values().iter()) {
+        let slot = order
+            .get_mut(*position as usize)
+            .ok_or_else(|| missing("an outcome's row position is out of range"))?;
+        *slot = at;
+    }
+    if order.contains(&u32::MAX) {
+        return Err(missing("a row has no outcome"));
+    }
+    let order = UInt32Array::from(order);
+    let schema = outcomes.schema();
+    let extra = schema
+        .fields()
+        .iter()
+        .zip(outcomes.columns())
+        .filter(|(field, _)| field.name() != ROW)
+        .map(|(field, column)| {
+            let column = arrow::compute::take(column, &order, None)
+                .map_err(Error::arrow(Stage::Evaluate))?;
+            Ok((field.as_ref().clone(), column))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(vec![with_columns(&rows, extra, Stage::Evaluate)?])
 }
 
 /// Where each rule's outcome comes from, in rule order.
@@ -341,22 +393,21 @@ impl<'a> Verdicts<'a> {
     }
 }
 
-/// Computes one outcome column per row or reference rule after the rows'
-/// own columns (the `prev_*` and reference flags left out).
+/// What a bucket's outcomes keep besides the rules' outcomes: the row's
+/// position among the bucket's drop rows (the drop's columns are not kept:
+/// [`in_drop_order`] puts the outcomes back beside them), whether it found
+/// a previous state, and its period.
+const OUTCOME_OWN: [&str; 3] = [ROW, HAS_BASELINE, PERIOD];
+
+/// Computes one outcome column per row or reference rule after the
+/// [`OUTCOME_OWN`] columns.
 async fn row_outcomes(
     baselined: Baselined,
     rules: &[&Rule],
     contract: &Contract,
 ) -> Result<Vec<RecordBatch>> {
     let frame = baselined.frame;
-    let kept: Vec<String> = frame
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .filter(|n| !n.starts_with(PREV_PREFIX) && !n.starts_with(REF_PREFIX))
-        .collect();
-    let mut exprs: Vec<String> = kept.iter().map(|n| format!("\"{n}\"")).collect();
+    let mut exprs: Vec<String> = OUTCOME_OWN.iter().map(|n| quote(n)).collect();
     for (i, rule) in rules.iter().enumerate() {
         if rule.scope != Scope::Aggregate {
             exprs.push(format!(

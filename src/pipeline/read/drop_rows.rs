@@ -135,27 +135,11 @@ impl DropRows {
         &self.days
     }
 
-    /// The drop's entity key and order columns, every row (bucket after
-    /// bucket; shared, not copied, when there is one).
-    pub(crate) fn declared(&self) -> Result<RecordBatch> {
-        let project = |rows: RecordBatch| {
-            rows.project(&self.declared)
-                .map_err(Error::arrow(Stage::Read))
-        };
-        match &self.held {
-            Held::Whole(rows) => project(rows.clone()),
-            Held::Spilled(_) => {
-                let parts = (0..self.buckets.count())
-                    .map(|b| project(self.bucket(b)?))
-                    .collect::<Result<Vec<_>>>()?;
-                let schema = self
-                    .schema
-                    .project(&self.declared)
-                    .map_err(Error::arrow(Stage::Read))?;
-                arrow::compute::concat_batches(&std::sync::Arc::new(schema), &parts)
-                    .map_err(Error::arrow(Stage::Read))
-            }
-        }
+    /// Bucket `bucket`'s entity key and order columns.
+    pub(crate) fn declared(&self, bucket: usize) -> Result<RecordBatch> {
+        self.bucket(bucket)?
+            .project(&self.declared)
+            .map_err(Error::arrow(Stage::Read))
     }
 
     /// Nulls per contract column (the engine's `_`-prefixed columns left out).
