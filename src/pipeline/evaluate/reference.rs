@@ -2,9 +2,9 @@
 //! gets `_ref_<name>`, true where its key (compared as text) is among the
 //! reference's keys. This is a LEFT semi-join: a row without a match stays, to
 //! be set aside as pending, and a key repeated in the reference can never
-//! double a row. The reference's keys are loaded and indexed while the drop is
-//! read ([`load_known_keys`]); flagging the rows then adds one column without
-//! copying them ([`flag_references`]).
+//! double a row. The reference's keys are loaded batch by batch into a set
+//! of fingerprints while the drop is read ([`load_known_keys`]); flagging
+//! the rows then adds one column without copying them ([`flag_references`]).
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::config::plan::{Reference, ReferenceFormat};
-use crate::core::keys::KeyIndex;
+use crate::core::keys::KeySet;
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::baseline::Baselined;
@@ -24,27 +24,36 @@ use crate::transient::{REF_PREFIX, with_columns};
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
-/// One reference's keys, loaded and indexed.
+/// One reference's keys, loaded.
 pub struct KnownKeys {
     reference: Reference,
-    index: KeyIndex,
+    keys: KeySet,
 }
 
-/// Loads and indexes the keys of each of `references`.
+/// Loads the keys of each of `references`, one batch of a reference at a
+/// time (a reference is never held whole).
 pub async fn load_known_keys(
     references: Vec<Reference>,
     sources: ReferenceSources,
 ) -> Result<Vec<KnownKeys>> {
     let mut known = Vec::with_capacity(references.len());
     for reference in references {
-        let batches = load_reference(&reference, &sources).await?;
-        if batches.iter().all(|b| b.num_rows() == 0) {
+        let mut keys = KnownKeys {
+            keys: KeySet::new(Stage::Reference),
+            reference,
+        };
+        load_reference(&keys.reference.clone(), &sources, &mut |batch| {
+            keys.insert(batch)
+        })
+        .await?;
+        if keys.keys.len() == 0 {
             return Err(Error::Usage {
-                arg: format!("references '{}'", reference.name),
-                reason: format!("no rows found under {}", reference.location),
+                arg: format!("references '{}'", keys.reference.name),
+                reason: format!("no rows found under {}", keys.reference.location),
             });
         }
-        known.push(index_keys(reference, &batches)?);
+        tracing::debug!(reference = %keys.reference.name, keys = keys.keys.len(), "reference loaded");
+        known.push(keys);
     }
     Ok(known)
 }
@@ -68,24 +77,21 @@ pub async fn flag_references(mut baselined: Baselined, known: &[KnownKeys]) -> R
     Ok(baselined)
 }
 
-/// Indexes the reference's key columns (as text) over every batch.
-fn index_keys(reference: Reference, batches: &[RecordBatch]) -> Result<KnownKeys> {
-    let columns: Vec<&String> = reference.keys.iter().map(|(_, other)| other).collect();
-    let mut index = KeyIndex::new(Stage::Reference);
-    for batch in batches {
-        index.insert(&key_columns(batch, &columns, &reference.name)?)?;
-    }
-    Ok(KnownKeys { reference, index })
-}
-
 impl KnownKeys {
+    /// Adds the keys of one batch of the reference.
+    fn insert(&mut self, batch: &RecordBatch) -> Result<()> {
+        let columns: Vec<&String> = self.reference.keys.iter().map(|(_, other)| other).collect();
+        self.keys
+            .insert(&key_columns(batch, &columns, &self.reference.name)?)
+    }
+
     /// Whether each row's key is among the reference's keys (a null key part never matches).
     fn flags(&self, rows: &RecordBatch) -> Result<BooleanArray> {
         let columns: Vec<&String> = self.reference.keys.iter().map(|(row, _)| row).collect();
         let columns = key_columns(rows, &columns, &self.reference.name)?;
-        let found = self.index.find(&columns)?;
+        let found = self.keys.contains(&columns)?;
         Ok((0..rows.num_rows())
-            .map(|r| Some(found[r].is_some() && columns.iter().all(|c| c.is_valid(r))))
+            .map(|r| Some(found[r] && columns.iter().all(|c| c.is_valid(r))))
             .collect())
     }
 }
@@ -113,22 +119,28 @@ pub struct ReferenceSources {
     pub catalog: Arc<dyn Catalog>,
 }
 
-/// Reads a reference: an Iceberg table, or every file of a folder.
+/// What takes a reference's batches, one after the other.
+type BatchSink<'a> = dyn FnMut(&RecordBatch) -> Result<()> + Send + 'a;
+
+/// Reads a reference, an Iceberg table or every file of a folder, handing
+/// each batch to `sink`.
 async fn load_reference(
     reference: &Reference,
     sources: &ReferenceSources,
-) -> Result<Vec<RecordBatch>> {
+    sink: &mut BatchSink<'_>,
+) -> Result<()> {
     if reference.format == ReferenceFormat::Iceberg {
-        return load_iceberg_reference(reference, sources.catalog.as_ref()).await;
+        return load_iceberg_reference(reference, sources.catalog.as_ref(), sink).await;
     }
-    load_reference_files(reference, &sources.stores).await
+    load_reference_files(reference, &sources.stores, sink).await
 }
 
 /// Scans the Iceberg table named `<namespace>.<table>` by the reference's location.
 async fn load_iceberg_reference(
     reference: &Reference,
     catalog: &dyn Catalog,
-) -> Result<Vec<RecordBatch>> {
+    sink: &mut BatchSink<'_>,
+) -> Result<()> {
     let target = reference.location.clone();
     let (namespace, table) = target.rsplit_once('.').unwrap_or(("", target.as_str()));
     let ident = TableIdent::new(
@@ -140,29 +152,36 @@ async fn load_iceberg_reference(
         .await
         .map_err(Error::catalog("load-reference", &target))?;
     if table.metadata().current_snapshot().is_none() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let scan = table
         .scan()
         .build()
         .map_err(Error::catalog("scan-reference", &target))?;
-    let stream = scan
+    let mut stream = scan
         .to_arrow()
         .await
         .map_err(Error::catalog("scan-reference", &target))?;
-    stream
-        .try_collect()
+    while let Some(batch) = stream
+        .try_next()
         .await
-        .map_err(Error::catalog("scan-reference", &target))
+        .map_err(Error::catalog("scan-reference", &target))?
+    {
+        sink(&batch)?;
+    }
+    Ok(())
 }
 
-/// Reads every file of the reference's folder.
-async fn load_reference_files(reference: &Reference, stores: &Stores) -> Result<Vec<RecordBatch>> {
+/// Reads every file of the reference's folder, one file at a time.
+async fn load_reference_files(
+    reference: &Reference,
+    stores: &Stores,
+    sink: &mut BatchSink<'_>,
+) -> Result<()> {
     let location = stores.open(
         &reference.location,
         &format!("references '{}'", reference.name),
     )?;
-    let mut batches = Vec::new();
     for object in location.list("").await? {
         let bytes = location.get(&object.relative).await?;
         let bad = |reason: String| Error::BadDrop {
@@ -181,21 +200,27 @@ async fn load_reference_files(reference: &Reference, stores: &Stores) -> Result<
                     .and_then(|b| b.build())
                     .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
                 for batch in reader {
-                    batches.push(batch.map_err(|e| bad(e.to_string()))?);
+                    sink(&batch.map_err(|e| bad(e.to_string()))?)?;
                 }
             }
             ReferenceFormat::Csv => {
                 let keys: Vec<&str> = reference.keys.iter().map(|(_, k)| k.as_str()).collect();
-                batches.extend(read_csv_keys(&bytes, &keys).map_err(bad)?)
+                for batch in read_csv_keys(&bytes, &keys).map_err(bad)? {
+                    sink(&batch.map_err(|e| bad(e.to_string()))?)?;
+                }
             }
         }
     }
-    Ok(batches)
+    Ok(())
 }
 
-/// A reference CSV's key columns, as text (keys are compared as text); a
-/// key column missing from the header is named later, as for any format.
-fn read_csv_keys(bytes: &[u8], keys: &[&str]) -> std::result::Result<Vec<RecordBatch>, String> {
+/// A reference CSV's key columns, as text (keys are compared as text), batch
+/// by batch; a key column missing from the header is named later, as for
+/// any format.
+fn read_csv_keys<'a>(
+    bytes: &'a [u8],
+    keys: &[&str],
+) -> std::result::Result<arrow::csv::Reader<&'a [u8]>, String> {
     let mut header = csv::Reader::from_reader(bytes);
     let names = header
         .headers()
@@ -213,14 +238,11 @@ fn read_csv_keys(bytes: &[u8], keys: &[&str]) -> std::result::Result<Vec<RecordB
         .filter(|(_, n)| keys.contains(n))
         .map(|(i, _)| i)
         .collect();
-    let reader = arrow::csv::ReaderBuilder::new(schema)
+    arrow::csv::ReaderBuilder::new(schema)
         .with_header(true)
         .with_batch_size(65_536)
         .with_projection(projection)
         .build(bytes)
-        .map_err(|e| e.to_string())?;
-    reader
-        .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())
 }
 
@@ -287,10 +309,12 @@ mod tests {
                 ])),
             ),
         ]);
-        let flags = index_keys(reference, &[known])
-            .unwrap()
-            .flags(&rows)
-            .unwrap();
+        let mut keys = KnownKeys {
+            reference,
+            keys: KeySet::new(Stage::Reference),
+        };
+        keys.insert(&known).unwrap();
+        let flags = keys.flags(&rows).unwrap();
         let flags: Vec<Option<bool>> = flags.iter().collect();
         assert_eq!(
             flags,
