@@ -32,9 +32,9 @@ pub struct MemoryBudget {
     pub bucket_rows: Option<u64>,
 }
 
-/// The memory every session of one run shares: one spilling pool of the
-/// budget and one disk manager in its scratch folder, so that the run's
-/// queries together, not each session, are held to the budget.
+/// The memory every session of one run shares: one spilling pool of half
+/// the budget and one disk manager in its scratch folder, so that the run's
+/// queries together, not each session, are held to their half.
 #[derive(Clone)]
 pub(crate) struct QueryMemory {
     runtime: Arc<RuntimeEnv>,
@@ -59,7 +59,9 @@ impl QueryMemory {
             }
             None => DiskManagerMode::OsTmpDirectory,
         };
-        let pool = usize::try_from(budget.bytes).unwrap_or(usize::MAX);
+        // Half the budget: the other half holds what the run keeps beside
+        // its queries (the bucket judged, the references' keys).
+        let pool = usize::try_from(budget.bytes / 2).unwrap_or(usize::MAX);
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(FairSpillPool::new(pool)))
             .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(disk))

@@ -253,20 +253,31 @@ async fn first_pass(
         plan.lookback_months,
         completeness_of(plan, options).is_some() && recorded.is_some(),
     )?;
-    let mut committed_work = evaluate::committed::start_committed_periods(
-        plan,
-        rules,
-        contributor,
-        shape.comparison_window(plan.lookback_months),
-        evaluate::committed::CommittedSources {
-            silver,
-            dq_error: &context.dq_error,
-            keep: !options.dry_run,
-            missing: recorded.as_ref().map(|r| r.by_period.clone()),
-            memory: context.memory.clone(),
-        },
-    )?;
-    let measure = committed_work.is_some();
+    let start_committed = || {
+        evaluate::committed::start_committed_periods(
+            plan,
+            rules,
+            contributor,
+            shape.comparison_window(plan.lookback_months),
+            evaluate::committed::CommittedSources {
+                silver,
+                dq_error: &context.dq_error,
+                keep: !options.dry_run,
+                missing: recorded.as_ref().map(|r| r.by_period.clone()),
+                memory: context.memory.clone(),
+            },
+        )
+    };
+    // A drop judged whole measures them while its history is read; one in
+    // buckets once its first bucket's history is read: that read spreads
+    // Silver's months over the buckets, and the measurement's scans beside
+    // it would add to its peak.
+    let bucketed = buckets.count() > 1;
+    let mut committed_work = match bucketed {
+        true => None,
+        false => start_committed()?,
+    };
+    let mut measure = committed_work.is_some();
     // Read whenever `[completeness]` is set, so there for every run it judges.
     let expected = || {
         completeness_of(plan, options)
@@ -302,6 +313,10 @@ async fn first_pass(
             silver,
         )
         .await?;
+        if bucketed && index == 0 {
+            committed_work = start_committed()?;
+            measure = committed_work.is_some();
+        }
         // Measured while the history was read and the buckets before the
         // last were judged; awaited before the last bucket's LAG (a drop
         // judged whole has one), whose peak memory a month measured
