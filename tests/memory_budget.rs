@@ -53,6 +53,22 @@ fn silver(root: &Path) -> Vec<Vec<String>> {
     rows
 }
 
+/// How many files under `dir` (at any depth) have a name starting with `prefix`.
+fn files_named_after(dir: &Path, prefix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .map(|path| match path.is_dir() {
+            true => files_named_after(&path, prefix),
+            false => usize::from(
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(prefix)),
+            ),
+        })
+        .sum()
+}
+
 #[test]
 fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT));
@@ -89,6 +105,16 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
         "{}",
         a["aggregates"]
     );
+
+    // One writer per core for the whole run, not one per bucket: 13
+    // buckets, at most one Silver file per core.
+    let run_id = a["run_id"].as_str().unwrap();
+    let files = files_named_after(
+        &tight.join("data/warehouse/silver/credit_statements/data"),
+        run_id,
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!((1..=cores).contains(&files), "{files} files, {cores} cores");
 
     // The same rows committed and set aside.
     let committed = silver(&tight);

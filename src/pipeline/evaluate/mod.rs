@@ -649,4 +649,48 @@ mod tests {
         assert!(Outcome::from_code(9).is_err());
         assert!(Outcome::from_code(-1).is_err());
     }
+
+    /// Outcome rows with positions `rows` and outcome `codes`, in two batches.
+    fn outcomes(rows: &[u32], codes: &[i8]) -> Vec<RecordBatch> {
+        let batch = RecordBatch::try_from_iter([
+            (ROW, Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef),
+            ("_rule_1", Arc::new(Int8Array::from(codes.to_vec()))),
+        ])
+        .unwrap();
+        let half = rows.len() / 2;
+        vec![batch.slice(0, half), batch.slice(half, rows.len() - half)]
+    }
+
+    #[test]
+    fn outcomes_in_any_order_go_back_beside_their_own_rows_and_a_gap_is_an_error() {
+        let drop = RecordBatch::try_from_iter([(
+            "account",
+            Arc::new(arrow::array::StringArray::from(vec!["a", "b", "c", "d"])) as ArrayRef,
+        )])
+        .unwrap();
+        let judged = in_drop_order(drop.clone(), &outcomes(&[2, 0, 3, 1], &[12, 10, 13, 11]))
+            .unwrap()
+            .remove(0);
+        let names: Vec<String> = judged
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["account", "_rule_1"], "_row is not kept");
+        let codes = judged
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int8Array>()
+            .unwrap();
+        assert_eq!(codes.values().to_vec(), [10, 11, 12, 13]);
+
+        let doubled = in_drop_order(drop.clone(), &outcomes(&[2, 0, 2, 1], &[1, 1, 1, 1]));
+        assert!(doubled.is_err(), "a row without an outcome is a bug, named");
+        let short = in_drop_order(drop.clone(), &outcomes(&[0, 1, 2], &[1, 1, 1]));
+        assert!(short.is_err());
+        let empty = drop.slice(0, 0);
+        assert!(in_drop_order(empty, &[]).unwrap().is_empty());
+        assert!(in_drop_order(drop, &[]).is_err());
+    }
 }
