@@ -10,11 +10,15 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::MemTable;
-use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::datasource::file_format::options::ArrowReadOptions;
+use datafusion::execution::disk_manager::{
+    DiskManagerBuilder, DiskManagerMode, RefCountedTempFile,
+};
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::TryStreamExt;
 
 use crate::error::{Error, Result};
 use crate::stage::Stage;
@@ -185,15 +189,46 @@ pub(crate) fn register_table(
     Ok(())
 }
 
-/// Runs `frame` and registers its rows as the in-memory table `name`.
-pub(crate) async fn register_frame(
+/// Runs `frame` and registers its rows as the table `name`, kept in an
+/// Arrow file in the run's scratch folder (not in memory: a committed
+/// month's rows are as many as a drop's); the file, returned, must outlive
+/// the table's queries.
+pub(crate) async fn register_frame_on_disk(
     ctx: &SessionContext,
     name: &str,
     frame: DataFrame,
     stage: Stage,
-) -> Result<()> {
-    let collected = collect(frame, stage).await?;
-    register_table(ctx, name, collected, stage)
+) -> Result<RefCountedTempFile> {
+    let query = |source| Error::query(stage)(source);
+    let file = ctx
+        .runtime_env()
+        .disk_manager
+        .create_tmp_file(name)
+        .map_err(query)?;
+    let path = file.path().to_path_buf();
+    let io = |source| Error::Io {
+        path: path.clone(),
+        source,
+    };
+    let schema = Arc::new(frame.schema().as_arrow().clone());
+    let mut stream = frame.execute_stream().await.map_err(query)?;
+    let out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
+    let mut writer =
+        arrow::ipc::writer::FileWriter::try_new(out, &schema).map_err(Error::arrow(stage))?;
+    while let Some(batch) = stream.try_next().await.map_err(query)? {
+        writer.write(&batch).map_err(Error::arrow(stage))?;
+    }
+    writer.finish().map_err(Error::arrow(stage))?;
+    let options = ArrowReadOptions {
+        schema: Some(schema.as_ref()),
+        file_extension: "",
+        ..Default::default()
+    };
+    ctx.deregister_table(name).map_err(query)?;
+    ctx.register_arrow(name, &path.to_string_lossy(), options)
+        .await
+        .map_err(query)?;
+    Ok(file)
 }
 
 /// Quotes an SQL identifier.

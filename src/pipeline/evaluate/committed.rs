@@ -32,7 +32,7 @@ use crate::config::rules::{MISSING_ENTITIES_METRIC, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
 use crate::core::sql::{QueryMemory, new_session};
-use crate::core::sql::{quote, register_frame, run_frame, sql_string};
+use crate::core::sql::{quote, register_frame_on_disk, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
@@ -169,7 +169,8 @@ impl ComparedMonths {
             .sql(rows_sql)
             .await
             .map_err(Error::query(Stage::Aggregate))?;
-        register_frame(ctx, "committed_rows", rows, Stage::Aggregate).await?;
+        let _rows_file =
+            register_frame_on_disk(ctx, "committed_rows", rows, Stage::Aggregate).await?;
         let frame = ctx
             .sql(&self.by_period)
             .await
