@@ -11,9 +11,9 @@ use crate::core::sql::MemoryBudget;
 /// `resources.memory_limit` when it is not set.
 pub const DEFAULT_MEMORY_LIMIT: &str = "1GiB";
 
-/// The smallest `resources.memory_limit` accepted: below it a query cannot
-/// hold even the batches it streams.
-const MIN_MEMORY_LIMIT: ByteSize = ByteSize::mib(16);
+/// The smallest `resources.memory_limit` accepted: the queries get half of
+/// it, and below 16 MiB a query cannot hold even the batches it streams.
+const MIN_MEMORY_LIMIT: ByteSize = ByteSize::mib(32);
 
 /// The budget `raw` sets, or the problems of its settings, each naming the
 /// setting. A relative `scratch_dir` resolves against `base` (the config

@@ -115,13 +115,18 @@ impl KeyIndex {
 }
 
 /// Distinct keys held as their 128-bit fingerprints alone (XXH3-128 over
-/// the key's parts as text, each length-prefixed, a null marked): a set of
-/// tens of millions of keys (a reference's) costs about 17 bytes a key,
-/// whatever the keys' length, and none of their text. Two different keys
-/// share a fingerprint with a chance of about one in 3 x 10^38: far below
-/// a disk's undetected error rate over a bureau's whole history.
+/// the key's parts as text, each length-prefixed, a null marked), sorted:
+/// a set of tens of millions of keys (a reference's) costs 16 bytes a key
+/// once loaded (up to twice that while it loads), whatever the keys'
+/// length, and none of their text. Two different keys share a fingerprint
+/// with a chance of about one in 3 x 10^38: far below a disk's undetected
+/// error rate over a bureau's whole history.
 pub(crate) struct KeySet {
-    table: HashTable<u128>,
+    /// Sorted and distinct once loaded.
+    prints: Vec<u128>,
+    /// Where the fingerprints of each value of their top 16 bits start
+    /// (once loaded): a lookup searches a few dozen, not all.
+    starts: Vec<u32>,
     /// The number of key parts, once a key is inserted.
     width: Option<usize>,
     stage: Stage,
@@ -131,34 +136,82 @@ impl KeySet {
     /// An empty set; `stage` names its errors.
     pub(crate) fn new(stage: Stage) -> KeySet {
         KeySet {
-            table: HashTable::new(),
+            prints: Vec::new(),
+            starts: Vec::new(),
             width: None,
             stage,
         }
     }
 
-    /// How many distinct keys.
+    /// How many distinct keys (once loaded).
     pub(crate) fn len(&self) -> usize {
-        self.table.len()
+        self.prints.len()
     }
 
     /// Adds the key of every row of `columns` (one column per key part).
     pub(crate) fn insert(&mut self, columns: &[ArrayRef]) -> Result<()> {
         self.width.get_or_insert(columns.len());
         for print in fingerprints(&self.as_text(columns)?) {
-            let hash = print as u64;
-            if self.table.find(hash, |p| *p == print).is_none() {
-                self.table.insert_unique(hash, print, |p| *p as u64);
+            // Full: repeated keys are dropped before the set grows, and it
+            // grows when that leaves it more than half full.
+            if self.prints.len() == self.prints.capacity() {
+                self.compact();
+                if self.prints.len() > self.prints.capacity() / 2 {
+                    self.prints.reserve(self.prints.capacity().max(1024));
+                }
             }
+            self.prints.push(print);
         }
         Ok(())
     }
 
-    /// Whether each row's key (of `columns`) is in the set.
+    /// Sorts and dedups every key inserted (in place).
+    fn compact(&mut self) {
+        self.prints.sort_unstable();
+        self.prints.dedup();
+        self.starts.clear();
+    }
+
+    /// Done inserting: sorts, dedups and indexes the keys, and gives back
+    /// the room they no longer need.
+    pub(crate) fn loaded(&mut self) -> Result<()> {
+        self.compact();
+        self.prints.shrink_to_fit();
+        let too_many = || Error::Internal(format!("{}: more than 4 billion keys", self.stage));
+        let mut starts = Vec::with_capacity(Self::PREFIXES + 1);
+        let mut at = 0;
+        for prefix in 0..=Self::PREFIXES {
+            while at < self.prints.len() && Self::prefix(self.prints[at]) < prefix {
+                at += 1;
+            }
+            starts.push(u32::try_from(at).map_err(|_| too_many())?);
+        }
+        self.starts = starts;
+        Ok(())
+    }
+
+    /// How many values the top bits of a fingerprint index take.
+    const PREFIXES: usize = 1 << 16;
+
+    fn prefix(print: u128) -> usize {
+        (print >> 112) as usize
+    }
+
+    /// Whether each row's key (of `columns`) is in the set, once loaded.
     pub(crate) fn contains(&self, columns: &[ArrayRef]) -> Result<Vec<bool>> {
+        if self.starts.len() != Self::PREFIXES + 1 {
+            return Err(Error::Internal(format!(
+                "{}: keys looked up before they were loaded",
+                self.stage
+            )));
+        }
         Ok(fingerprints(&self.as_text(columns)?)
             .into_iter()
-            .map(|print| self.table.find(print as u64, |p| *p == print).is_some())
+            .map(|print| {
+                let prefix = Self::prefix(print);
+                let range = self.starts[prefix] as usize..self.starts[prefix + 1] as usize;
+                self.prints[range].binary_search(&print).is_ok()
+            })
             .collect())
     }
 
@@ -381,6 +434,26 @@ mod tests {
     }
 
     #[test]
+    fn a_key_set_keeps_every_key_across_compactions_of_repeated_ones() {
+        let mut set = KeySet::new(Stage::Reference);
+        for batch in 0..3 {
+            let keys: Vec<String> = (0..2_500)
+                .map(|i| format!("k{}", (batch * 700 + i) % 3_000))
+                .collect();
+            set.insert(&[Arc::new(StringArray::from(keys)) as ArrayRef])
+                .unwrap();
+        }
+        set.loaded().unwrap();
+        assert_eq!(set.len(), 3_000);
+        let asked: Vec<String> = (0..3_100).map(|i| format!("k{i}")).collect();
+        let found = set
+            .contains(&[Arc::new(StringArray::from(asked)) as ArrayRef])
+            .unwrap();
+        assert!(found[..3_000].iter().all(|f| *f));
+        assert!(!found[3_000..].iter().any(|f| *f));
+    }
+
+    #[test]
     fn a_key_set_holds_each_key_once_compares_as_text_and_tells_parts_apart() {
         let mut set = KeySet::new(Stage::Reference);
         set.insert(&columns(
@@ -390,6 +463,7 @@ mod tests {
         .unwrap();
         set.insert(&columns(vec![Some("a")], vec![Some(1)]))
             .unwrap();
+        set.loaded().unwrap();
         assert_eq!(set.len(), 3);
         let asked: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec![

@@ -27,7 +27,8 @@ use crate::stage::Stage;
 /// (`[resources]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryBudget {
-    /// Bytes the queries' operators (joins, aggregates, sorts) may reserve.
+    /// The run's budget (`memory_limit`): the queries' operators (joins,
+    /// aggregates, sorts) may reserve half of it.
     pub bytes: u64,
     /// Where they spill; `None`: the system's temporary folder.
     pub scratch_dir: Option<PathBuf>,

@@ -106,14 +106,24 @@ impl SilverWriters {
         Ok(())
     }
 
-    /// Closes every writer; the data files written.
+    /// Closes every writer and waits for all of them; the data files
+    /// written, or the first writer's error.
     pub async fn finish(self) -> Result<Vec<DataFile>> {
+        let tasks: Vec<_> = self.lanes.into_iter().map(|lane| lane.task).collect();
         let mut files = Vec::new();
-        for Lane { sender, task } in self.lanes {
-            drop(sender);
-            files.extend(joined(task).await?);
+        let mut failed = None;
+        for task in tasks {
+            match joined(task).await {
+                Ok(written) => files.extend(written),
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
+            }
         }
-        Ok(files)
+        match failed {
+            Some(error) => Err(error),
+            None => Ok(files),
+        }
     }
 }
 

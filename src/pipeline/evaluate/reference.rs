@@ -46,6 +46,7 @@ pub async fn load_known_keys(
             keys.insert(batch)
         })
         .await?;
+        keys.keys.loaded()?;
         if keys.keys.len() == 0 {
             return Err(Error::Usage {
                 arg: format!("references '{}'", keys.reference.name),
@@ -314,6 +315,7 @@ mod tests {
             keys: KeySet::new(Stage::Reference),
         };
         keys.insert(&known).unwrap();
+        keys.keys.loaded().unwrap();
         let flags = keys.flags(&rows).unwrap();
         let flags: Vec<Option<bool>> = flags.iter().collect();
         assert_eq!(
