@@ -97,16 +97,7 @@ impl KeyIndex {
     }
 
     fn as_text(&self, columns: &[ArrayRef]) -> Result<Vec<StringArray>> {
-        if let Some(width) = self.batches.first().map(Vec::len)
-            && width != columns.len()
-        {
-            return Err(Error::Internal(format!(
-                "{}: a key of {} columns compared with one of {width}",
-                self.stage,
-                columns.len()
-            )));
-        }
-        as_text(columns, self.stage)
+        key_text(columns, self.batches.first().map(Vec::len), self.stage)
     }
 
     fn row_hashes(&self, columns: &[StringArray]) -> Vec<u64> {
@@ -216,16 +207,7 @@ impl KeySet {
     }
 
     fn as_text(&self, columns: &[ArrayRef]) -> Result<Vec<StringArray>> {
-        if let Some(width) = self.width
-            && width != columns.len()
-        {
-            return Err(Error::Internal(format!(
-                "{}: a key of {} columns compared with one of {width}",
-                self.stage,
-                columns.len()
-            )));
-        }
-        as_text(columns, self.stage)
+        key_text(columns, self.width, self.stage)
     }
 }
 
@@ -249,6 +231,20 @@ fn fingerprints(columns: &[StringArray]) -> Vec<u128> {
             twox_hash::XxHash3_128::oneshot(&key)
         })
         .collect()
+}
+
+/// A key's columns as text, once checked to be as many as the keys
+/// already held (`width`): another count is a bug, named.
+fn key_text(columns: &[ArrayRef], width: Option<usize>, stage: Stage) -> Result<Vec<StringArray>> {
+    if let Some(width) = width
+        && width != columns.len()
+    {
+        return Err(Error::Internal(format!(
+            "{stage}: a key of {} columns compared with one of {width}",
+            columns.len()
+        )));
+    }
+    as_text(columns, stage)
 }
 
 /// Key columns as text, as keys are compared.

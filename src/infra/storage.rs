@@ -198,11 +198,7 @@ impl Location {
 
     /// Writes `bytes` to `relative`, replacing what is there.
     pub(crate) async fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<()> {
-        self.store
-            .put(&self.path(relative), PutPayload::from(bytes))
-            .await
-            .map_err(Error::storage("put", self.describe(relative)))?;
-        Ok(())
+        self.put_parts(relative, vec![Bytes::from(bytes)]).await
     }
 
     /// Writes `parts`, one after the other, to `relative`, replacing what
