@@ -193,7 +193,8 @@ pub(crate) fn register_table(
 /// Runs `frame` and registers its rows as the table `name`, kept in an
 /// Arrow file in the run's scratch folder (not in memory: a committed
 /// month's rows are as many as a drop's); the file, returned, must outlive
-/// the table's queries.
+/// the table's queries. The session's file scans are no longer split into
+/// byte ranges (a range is read whole).
 pub(crate) async fn register_frame_on_disk(
     ctx: &SessionContext,
     name: &str,
@@ -225,6 +226,14 @@ pub(crate) async fn register_frame_on_disk(
         file_extension: "",
         ..Default::default()
     };
+    // Split into byte ranges, a file's scan reads every batch of its range
+    // at once (DataFusion's Arrow source); whole, it streams batch by batch.
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .options_mut()
+        .optimizer
+        .repartition_file_scans = false;
     ctx.deregister_table(name).map_err(query)?;
     ctx.register_arrow(name, &path.to_string_lossy(), options)
         .await
