@@ -38,23 +38,20 @@ pub async fn load_known_keys(
 ) -> Result<Vec<KnownKeys>> {
     let mut known = Vec::with_capacity(references.len());
     for reference in references {
-        let mut keys = KnownKeys {
-            keys: KeySet::new(Stage::Reference),
-            reference,
-        };
-        load_reference(&keys.reference.clone(), &sources, &mut |batch| {
-            keys.insert(batch)
+        let mut keys = KeySet::new(Stage::Reference);
+        load_reference(&reference, &sources, &mut |batch| {
+            insert_keys(&mut keys, &reference, batch)
         })
         .await?;
-        keys.keys.loaded()?;
-        if keys.keys.len() == 0 {
+        keys.loaded()?;
+        if keys.len() == 0 {
             return Err(Error::Usage {
-                arg: format!("references '{}'", keys.reference.name),
-                reason: format!("no rows found under {}", keys.reference.location),
+                arg: format!("references '{}'", reference.name),
+                reason: format!("no rows found under {}", reference.location),
             });
         }
-        tracing::debug!(reference = %keys.reference.name, keys = keys.keys.len(), "reference loaded");
-        known.push(keys);
+        tracing::debug!(reference = %reference.name, keys = keys.len(), "reference loaded");
+        known.push(KnownKeys { reference, keys });
     }
     Ok(known)
 }
@@ -78,14 +75,13 @@ pub async fn flag_references(mut baselined: Baselined, known: &[KnownKeys]) -> R
     Ok(baselined)
 }
 
-impl KnownKeys {
-    /// Adds the keys of one batch of the reference.
-    fn insert(&mut self, batch: &RecordBatch) -> Result<()> {
-        let columns: Vec<&String> = self.reference.keys.iter().map(|(_, other)| other).collect();
-        self.keys
-            .insert(&key_columns(batch, &columns, &self.reference.name)?)
-    }
+/// Adds the keys of one batch of `reference` to `keys`.
+fn insert_keys(keys: &mut KeySet, reference: &Reference, batch: &RecordBatch) -> Result<()> {
+    let columns: Vec<&String> = reference.keys.iter().map(|(_, other)| other).collect();
+    keys.insert(&key_columns(batch, &columns, &reference.name)?)
+}
 
+impl KnownKeys {
     /// Whether each row's key is among the reference's keys (a null key part never matches).
     fn flags(&self, rows: &RecordBatch) -> Result<BooleanArray> {
         let columns: Vec<&String> = self.reference.keys.iter().map(|(row, _)| row).collect();
@@ -310,13 +306,10 @@ mod tests {
                 ])),
             ),
         ]);
-        let mut keys = KnownKeys {
-            reference,
-            keys: KeySet::new(Stage::Reference),
-        };
-        keys.insert(&known).unwrap();
-        keys.keys.loaded().unwrap();
-        let flags = keys.flags(&rows).unwrap();
+        let mut keys = KeySet::new(Stage::Reference);
+        insert_keys(&mut keys, &reference, &known).unwrap();
+        keys.loaded().unwrap();
+        let flags = KnownKeys { reference, keys }.flags(&rows).unwrap();
         let flags: Vec<Option<bool>> = flags.iter().collect();
         assert_eq!(
             flags,
