@@ -1,14 +1,16 @@
 //! Backfill: several drops of one contributor, in order. Drops already
 //! committed are skipped; the first failure stops the backfill and says where
 //! to resume. Each drop is an ordinary run (one claim, one commit), so a
-//! backfill that is stopped and restarted never commits a drop twice.
+//! backfill that is stopped and restarted never commits a drop twice. The
+//! drops run in one process and hand on what a month can reuse of the one
+//! before ([`Carry`]).
 
 use crate::config::Plan;
 use crate::core::drop::DropRef;
 use crate::error::{Error, Result};
 use crate::infra::storage::Stores;
 use crate::pipeline::summary::{RunStatus, Summary};
-use crate::pipeline::{RunOptions, run};
+use crate::pipeline::{Carry, RunOptions, run_carrying};
 
 /// What happened to each drop of a backfill.
 #[derive(Debug)]
@@ -81,9 +83,10 @@ pub async fn run_backfill(
         runs: Vec::new(),
         stopped_at: None,
     };
+    let mut carry = Carry::default();
     for drop_id in drops {
         let drop = DropRef::new(contributor, &drop_id)?;
-        match run(plan, &drop, options).await {
+        match run_carrying(plan, &drop, options, &mut carry).await {
             Ok(outcome) => {
                 if outcome.summary.status == RunStatus::AlreadyCommitted {
                     tracing::info!(drop_id = %drop_id, "already committed: skipped");

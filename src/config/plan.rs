@@ -228,7 +228,7 @@ pub enum ReferenceFormat {
 }
 
 /// A reference table joined to rows (LEFT join) by reference rules.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
     /// Name (`_ref_<name>`).
     pub name: String,

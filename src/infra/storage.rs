@@ -162,10 +162,15 @@ pub struct Location {
 }
 
 /// An object found under a prefix.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListedObject {
     /// Path relative to the location's root.
     pub relative: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// What changes when the object is written again: its entity tag where
+    /// the store gives one, else its last modification time.
+    pub version: String,
 }
 
 impl Location {
@@ -333,6 +338,11 @@ impl Location {
                     .unwrap_or(meta.location.as_ref())
                     .trim_start_matches('/')
                     .to_string(),
+                size: meta.size,
+                version: meta
+                    .e_tag
+                    .clone()
+                    .unwrap_or_else(|| meta.last_modified.to_rfc3339()),
             })
             .collect();
         objects.sort_by(|a, b| a.relative.cmp(&b.relative));

@@ -52,6 +52,14 @@ impl References {
             References::Loading(_) => Err(Error::Internal("references not loaded".to_string())),
         }
     }
+
+    /// The keys, if they were loaded (still loading: none, the work cancelled).
+    pub(super) fn into_loaded(self) -> Vec<KnownKeys> {
+        match self {
+            References::Loaded(keys) => keys,
+            References::Loading(_) => Vec::new(),
+        }
+    }
 }
 
 /// What a judged, written and balanced run hands to the commit.

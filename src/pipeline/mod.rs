@@ -58,20 +58,45 @@ use summary::{RunStatus, Summary, lap, now, time};
 /// `[metrics_push]` names a Pushgateway and its alerts when `[alerts.webhook]`
 /// names a webhook (never for a dry run).
 pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
+    run_carrying(plan, drop, options, &mut Carry::default()).await
+}
+
+/// What a run leaves to the next run of the same process (a backfill's
+/// months): the references' keys, with the files or table version they were
+/// loaded from; a later run keeps those of a reference that has not changed.
+#[derive(Default)]
+pub struct Carry {
+    references: Vec<KnownKeys>,
+}
+
+/// [`run`], handing on to the next run what it can use in `carry`.
+pub async fn run_carrying(
+    plan: &Plan,
+    drop: &DropRef,
+    options: &RunOptions,
+    carry: &mut Carry,
+) -> Result<RunOutcome> {
     let span = tracing::info_span!(
         "run",
         contributor = %drop.contributor,
         drop_id = %drop.drop_id,
         run_id = tracing::field::Empty
     );
-    run_in_span(plan, drop, options).instrument(span).await
+    run_in_span(plan, drop, options, carry)
+        .instrument(span)
+        .await
 }
 
 /// [`run`], inside the run's span (every log line carries contributor, drop
 /// and run id): its OpenLineage START, the run, its COMPLETE or FAIL (a
 /// refusal before the run has a summary included), then its metrics pushed
 /// (a dry run does neither lineage nor metrics).
-async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<RunOutcome> {
+async fn run_in_span(
+    plan: &Plan,
+    drop: &DropRef,
+    options: &RunOptions,
+    carry: &mut Carry,
+) -> Result<RunOutcome> {
     let started = Instant::now();
     let lineage = if options.dry_run {
         None
@@ -88,7 +113,14 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
         }
     };
     let mut summary = Summary::new(plan, drop, contributor_type, &rules);
-    let result = open_and_run(plan, drop, options, &rules, (&mut summary, started)).await;
+    let result = open_and_run(
+        plan,
+        (drop, carry),
+        options,
+        &rules,
+        (&mut summary, started),
+    )
+    .await;
     if let Some(lineage) = &lineage {
         let ending = match &result {
             Ok(_) => Ending::Done(&summary, &rules),
@@ -109,7 +141,7 @@ async fn run_in_span(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Resul
 /// Open, claim, process, then write the summary; returns where it was written.
 async fn open_and_run(
     plan: &Plan,
-    drop: &DropRef,
+    (drop, carry): (&DropRef, &mut Carry),
     options: &RunOptions,
     rules: &[&Rule],
     (summary, started): (&mut Summary, Instant),
@@ -126,6 +158,7 @@ async fn open_and_run(
                 stores: context.stores.clone(),
                 catalog: context.catalog.clone(),
             },
+            std::mem::take(&mut carry.references),
         ),
     );
     let claim = match claim::claim_run(&context, options.dry_run).await {
@@ -142,7 +175,9 @@ async fn open_and_run(
     time(summary, Stage::Claim, started);
     claim.record(summary);
     let summary_path = claim.summary_path();
-    let result = process(&context, (claim, references), rules, options, summary).await;
+    let mut references = References::Loading(references);
+    let result = process(&context, (claim, &mut references), rules, options, summary).await;
+    carry.references = references.into_loaded();
     summary.finished_at = Some(now());
     time(summary, Stage::Total, started);
     finish(&context, summary, &summary_path, result, options).await
@@ -177,7 +212,7 @@ async fn finish(
 /// showing each stage.
 async fn process(
     context: &Context<'_>,
-    started: (Claim, Background<Vec<KnownKeys>>),
+    started: (Claim, &mut References),
     rules: &[&Rule],
     options: &RunOptions,
     summary: &mut Summary,
@@ -193,7 +228,7 @@ async fn process(
 /// run): whatever commits first wins and a later run sees its keys.
 async fn stages(
     context: &Context<'_>,
-    (mut claim, references): (Claim, Background<Vec<KnownKeys>>),
+    (mut claim, references): (Claim, &mut References),
     rules: &[&Rule],
     (options, summary, progress): (&RunOptions, &mut Summary, &Progress),
 ) -> Result<()> {
@@ -206,12 +241,11 @@ async fn stages(
     )?;
     batch.record(summary);
     lap(summary, Stage::Read, clock);
-    let mut references = References::Loading(references);
     let mut silver = context.silver.clone();
     for judgement in 1.. {
         summary.judgements = judgement;
         let judged_on = JudgedOn::of(&silver);
-        let on = (&silver, &mut references);
+        let on = (&silver, &mut *references);
         let judged = judge::judge_and_write(
             context,
             on,

@@ -17,29 +17,69 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use crate::config::plan::{Reference, ReferenceFormat};
 use crate::core::keys::KeySet;
 use crate::error::{Error, Result};
-use crate::infra::storage::Stores;
+use crate::infra::storage::{ListedObject, Location, Stores};
 use crate::pipeline::baseline::Baselined;
 use crate::stage::Stage;
 use crate::transient::{REF_PREFIX, with_columns};
 use futures::TryStreamExt;
+use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
-/// One reference's keys, loaded.
+/// One reference's keys, loaded, with what they were loaded from.
 pub struct KnownKeys {
     reference: Reference,
+    source: SourceVersion,
     keys: KeySet,
 }
 
+/// What a reference's keys were loaded from: its files as listed (path,
+/// size, version) or its Iceberg table's metadata file. Keys loaded from the
+/// same version serve the next run of the process (a backfill's months).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SourceVersion {
+    Files(Vec<ListedObject>),
+    Table(Option<String>),
+}
+
+/// A reference opened for reading: its files, listed, or its table.
+enum Opened {
+    Files(Location, Vec<ListedObject>),
+    Table(Box<Table>),
+}
+
+impl Opened {
+    fn version(&self) -> SourceVersion {
+        match self {
+            Opened::Files(_, listed) => SourceVersion::Files(listed.clone()),
+            Opened::Table(table) => {
+                SourceVersion::Table(table.metadata_location().map(str::to_string))
+            }
+        }
+    }
+}
+
 /// Loads the keys of each of `references`, one batch of a reference at a
-/// time (a reference is never held whole).
+/// time (a reference is never held whole). A reference whose files or table
+/// have not changed since `kept` was loaded keeps those keys.
 pub async fn load_known_keys(
     references: Vec<Reference>,
     sources: ReferenceSources,
+    mut kept: Vec<KnownKeys>,
 ) -> Result<Vec<KnownKeys>> {
     let mut known = Vec::with_capacity(references.len());
     for reference in references {
+        let opened = open_reference(&reference, &sources).await?;
+        let source = opened.version();
+        let unchanged = kept
+            .iter()
+            .position(|k| k.reference == reference && k.source == source);
+        if let Some(index) = unchanged {
+            tracing::debug!(reference = %reference.name, "reference unchanged since the last run: its keys kept");
+            known.push(kept.swap_remove(index));
+            continue;
+        }
         let mut keys = KeySet::new(Stage::Reference);
-        load_reference(&reference, &sources, &mut |batch| {
+        read_reference(&reference, opened, &mut |batch| {
             insert_keys(&mut keys, &reference, batch)
         })
         .await?;
@@ -51,7 +91,11 @@ pub async fn load_known_keys(
             });
         }
         tracing::debug!(reference = %reference.name, keys = keys.len(), "reference loaded");
-        known.push(KnownKeys { reference, keys });
+        known.push(KnownKeys {
+            reference,
+            source,
+            keys,
+        });
     }
     Ok(known)
 }
@@ -119,67 +163,82 @@ pub struct ReferenceSources {
 /// What takes a reference's batches, one after the other.
 type BatchSink<'a> = dyn FnMut(&RecordBatch) -> Result<()> + Send + 'a;
 
-/// Reads a reference, an Iceberg table or every file of a folder, handing
-/// each batch to `sink`.
-async fn load_reference(
-    reference: &Reference,
-    sources: &ReferenceSources,
-    sink: &mut BatchSink<'_>,
-) -> Result<()> {
-    if reference.format == ReferenceFormat::Iceberg {
-        return load_iceberg_reference(reference, sources.catalog.as_ref(), sink).await;
+/// Opens a reference: lists its folder's files, or loads its Iceberg table
+/// (named `<namespace>.<table>` by its location).
+async fn open_reference(reference: &Reference, sources: &ReferenceSources) -> Result<Opened> {
+    if reference.format != ReferenceFormat::Iceberg {
+        let location = sources.stores.open(
+            &reference.location,
+            &format!("references '{}'", reference.name),
+        )?;
+        let listed = location.list("").await?;
+        return Ok(Opened::Files(location, listed));
     }
-    load_reference_files(reference, &sources.stores, sink).await
-}
-
-/// Scans the Iceberg table named `<namespace>.<table>` by the reference's location.
-async fn load_iceberg_reference(
-    reference: &Reference,
-    catalog: &dyn Catalog,
-    sink: &mut BatchSink<'_>,
-) -> Result<()> {
     let target = reference.location.clone();
     let (namespace, table) = target.rsplit_once('.').unwrap_or(("", target.as_str()));
     let ident = TableIdent::new(
         NamespaceIdent::new(namespace.to_string()),
         table.to_string(),
     );
-    let table = catalog
+    let table = sources
+        .catalog
         .load_table(&ident)
         .await
         .map_err(Error::catalog("load-reference", &target))?;
+    Ok(Opened::Table(Box::new(table)))
+}
+
+/// Reads an opened reference, its table or every one of its files, handing
+/// each batch to `sink`.
+async fn read_reference(
+    reference: &Reference,
+    opened: Opened,
+    sink: &mut BatchSink<'_>,
+) -> Result<()> {
+    match opened {
+        Opened::Table(table) => read_reference_table(reference, &table, sink).await,
+        Opened::Files(location, listed) => {
+            read_reference_files(reference, &location, &listed, sink).await
+        }
+    }
+}
+
+/// Scans a reference's Iceberg table.
+async fn read_reference_table(
+    reference: &Reference,
+    table: &Table,
+    sink: &mut BatchSink<'_>,
+) -> Result<()> {
+    let target = &reference.location;
     if table.metadata().current_snapshot().is_none() {
         return Ok(());
     }
     let scan = table
         .scan()
         .build()
-        .map_err(Error::catalog("scan-reference", &target))?;
+        .map_err(Error::catalog("scan-reference", target))?;
     let mut stream = scan
         .to_arrow()
         .await
-        .map_err(Error::catalog("scan-reference", &target))?;
+        .map_err(Error::catalog("scan-reference", target))?;
     while let Some(batch) = stream
         .try_next()
         .await
-        .map_err(Error::catalog("scan-reference", &target))?
+        .map_err(Error::catalog("scan-reference", target))?
     {
         sink(&batch)?;
     }
     Ok(())
 }
 
-/// Reads every file of the reference's folder, one file at a time.
-async fn load_reference_files(
+/// Reads every listed file of the reference's folder, one file at a time.
+async fn read_reference_files(
     reference: &Reference,
-    stores: &Stores,
+    location: &Location,
+    listed: &[ListedObject],
     sink: &mut BatchSink<'_>,
 ) -> Result<()> {
-    let location = stores.open(
-        &reference.location,
-        &format!("references '{}'", reference.name),
-    )?;
-    for object in location.list("").await? {
+    for object in listed {
         let bytes = location.get(&object.relative).await?;
         let bad = |reason: String| Error::BadDrop {
             location: location.url_of(&object.relative),
@@ -246,6 +305,7 @@ fn read_csv_keys<'a>(
 #[cfg(test)]
 mod tests {
     use arrow::array::{Int64Array, StringArray};
+    use iceberg::CatalogBuilder;
 
     use super::*;
 
@@ -309,7 +369,14 @@ mod tests {
         let mut keys = KeySet::new(Stage::Reference);
         insert_keys(&mut keys, &reference, &known).unwrap();
         keys.loaded().unwrap();
-        let flags = KnownKeys { reference, keys }.flags(&rows).unwrap();
+        let source = SourceVersion::Files(Vec::new());
+        let flags = KnownKeys {
+            reference,
+            source,
+            keys,
+        }
+        .flags(&rows)
+        .unwrap();
         let flags: Vec<Option<bool>> = flags.iter().collect();
         assert_eq!(
             flags,
@@ -321,5 +388,90 @@ mod tests {
                 Some(false)
             ]
         );
+    }
+
+    /// The reference `holders` in CSV files under `folder`, and where it is read from.
+    async fn holders_in(folder: &std::path::Path) -> (Reference, ReferenceSources) {
+        let url = format!("file://{}", folder.display());
+        let spec = crate::config::plan::StorageSpec {
+            bronze: url.clone(),
+            dq_error: url.clone(),
+            s3: Default::default(),
+        };
+        let catalog = iceberg::memory::MemoryCatalogBuilder::default()
+            .load(
+                "test",
+                std::collections::HashMap::from([(
+                    iceberg::memory::MEMORY_CATALOG_WAREHOUSE.to_string(),
+                    "memory:///test".to_string(),
+                )]),
+            )
+            .await
+            .unwrap();
+        let reference = Reference {
+            name: "holders".to_string(),
+            location: url.clone(),
+            format: ReferenceFormat::Csv,
+            keys: vec![("holder".to_string(), "holder_id".to_string())],
+        };
+        let sources = ReferenceSources {
+            stores: Stores::new(&spec, &url).await.unwrap(),
+            catalog: Arc::new(catalog),
+        };
+        (reference, sources)
+    }
+
+    /// Which of `holders` the loaded keys know.
+    fn knows(known: &[KnownKeys], holders: &[&str]) -> Vec<bool> {
+        let rows = batch(vec![(
+            "holder",
+            Arc::new(StringArray::from(holders.to_vec())) as ArrayRef,
+        )]);
+        known[0]
+            .flags(&rows)
+            .unwrap()
+            .iter()
+            .map(|f| f == Some(true))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn keys_loaded_from_files_that_have_not_changed_are_kept_and_reloaded_once_they_do() {
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("a.csv"), "holder_id,name\nH1,x\n").unwrap();
+        let (reference, sources) = holders_in(folder.path()).await;
+        let load = |kept| load_known_keys(vec![reference.clone()], sources.clone(), kept);
+        let first = load(Vec::new()).await.unwrap();
+        assert_eq!(knows(&first, &["H1", "H2"]), [true, false]);
+
+        // Kept keys stand for the files as long as their listing is the
+        // same: keys that are not in the files prove they were not re-read.
+        let mut planted = KeySet::new(Stage::Reference);
+        let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
+        planted.insert(&[column]).unwrap();
+        planted.loaded().unwrap();
+        let kept = vec![KnownKeys {
+            keys: planted,
+            ..first.into_iter().next().unwrap()
+        }];
+        let again = load(kept).await.unwrap();
+        assert_eq!(knows(&again, &["H1", "H9"]), [false, true]);
+
+        // Another reference (other key columns) never takes them.
+        let mut other = reference.clone();
+        other.keys = vec![("holder".to_string(), "name".to_string())];
+        let renamed = load_known_keys(vec![other], sources.clone(), again)
+            .await
+            .unwrap();
+        assert_eq!(knows(&renamed, &["x", "H9"]), [true, false]);
+
+        // A file added, or one rewritten, loads the reference again.
+        let kept = load(Vec::new()).await.unwrap();
+        std::fs::write(folder.path().join("b.csv"), "holder_id,name\nH2,y\n").unwrap();
+        let added = load(kept).await.unwrap();
+        assert_eq!(knows(&added, &["H1", "H2", "H3"]), [true, true, false]);
+        std::fs::write(folder.path().join("a.csv"), "holder_id,name\nH33,x\n").unwrap();
+        let rewritten = load(added).await.unwrap();
+        assert_eq!(knows(&rewritten, &["H1", "H2", "H33"]), [false, true, true]);
     }
 }
