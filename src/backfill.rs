@@ -84,8 +84,12 @@ pub async fn run_backfill(
         stopped_at: None,
     };
     let mut carry = Carry::default();
-    for drop_id in drops {
-        let drop = DropRef::new(contributor, &drop_id)?;
+    for (index, drop_id) in drops.iter().enumerate() {
+        let drop = DropRef::new(contributor, drop_id)?;
+        let next = drops
+            .get(index + 1)
+            .map(|next| DropRef::new(contributor, next));
+        carry.then(next.transpose()?);
         match run_carrying(plan, &drop, options, &mut carry).await {
             Ok(outcome) => {
                 if outcome.summary.status == RunStatus::AlreadyCommitted {
@@ -94,7 +98,7 @@ pub async fn run_backfill(
                 report.runs.push(outcome.summary);
             }
             Err(error) => {
-                report.stopped_at = Some((drop_id, error));
+                report.stopped_at = Some((drop_id.clone(), error));
                 break;
             }
         }

@@ -71,3 +71,36 @@ async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() 
     );
     assert_eq!(common::snapshot_count(ws).await, before + 1);
 }
+
+/// A backfill fetches and fingerprints its next drop while the month before
+/// it runs: the next month runs on the files fetched then, and a run not
+/// carried from the one before fetches for itself.
+#[tokio::test]
+async fn a_carried_run_fetches_the_next_drop_while_the_one_before_runs() {
+    use silverline::core::drop::DropRef;
+    use silverline::error::Error;
+    use silverline::pipeline::{Carry, RunOptions, run, run_carrying};
+
+    let tw = workspace().await;
+    let ws = &tw.ws;
+    let mut bank = suite::bank_with_history(ws, 10).await;
+    let [january, february] = [1, 2]
+        .map(|m| bank.statements(chrono::NaiveDate::from_ymd_opt(2026, m, 1).unwrap(), false));
+    ws.put_drop("BANK_T", "2026-01", &january).await.unwrap();
+    ws.put_drop("BANK_T", "2026-02", &february).await.unwrap();
+    let [first, second] =
+        ["2026-01", "2026-02"].map(|drop_id| DropRef::new("BANK_T", drop_id).unwrap());
+    let options = RunOptions::default();
+
+    let mut carry = Carry::default();
+    carry.then(Some(second.clone()));
+    let outcome = run_carrying(&ws.plan, &first, &options, &mut carry).await;
+    assert_eq!(outcome.unwrap().summary.counts.committed, 10);
+
+    let bronze = ws.plan.storage.bronze.strip_prefix("file://").unwrap();
+    std::fs::remove_dir_all(std::path::Path::new(bronze).join("BANK_T/2026-02")).unwrap();
+    let alone = run(&ws.plan, &second, &options).await.unwrap_err();
+    assert!(matches!(alone, Error::DropNotArrived { .. }), "{alone}");
+    let outcome = run_carrying(&ws.plan, &second, &options, &mut carry).await;
+    assert_eq!(outcome.unwrap().summary.counts.committed, 10);
+}

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
+use super::background::Background;
 use super::context::Context;
 use super::summary::Summary;
 use crate::config::Plan;
@@ -87,13 +88,67 @@ struct ClaimMarker {
     claimed_at: String,
 }
 
-/// Reads the drop, fingerprints it and claims its run. A dry run claims
-/// nothing: it takes the run's place from an existing marker or makes one up,
-/// and writes no marker.
-pub(super) async fn claim_run(context: &Context<'_>, dry_run: bool) -> Result<Claimed> {
+/// A drop's files, copied to local disk, and its fingerprint.
+pub(super) struct Fetched {
+    files: Vec<DropFile>,
+    fingerprint: String,
+}
+
+/// The fetch of a drop started before its run: a backfill fetches its next
+/// month while this one runs.
+pub(super) struct Prefetch {
+    drop: DropRef,
+    work: Background<Fetched>,
+}
+
+impl Prefetch {
+    /// Starts fetching `drop` from the bronze root `context` reads.
+    pub(super) fn start(context: &Context<'_>, drop: DropRef) -> Prefetch {
+        let bronze = context.bronze.clone();
+        let scratch = context.plan.resources.scratch_dir.clone();
+        let next = drop.clone();
+        let work = Background::spawn("fetching the next drop", async move {
+            fetch_drop(&bronze, &next, scratch.as_deref()).await
+        });
+        Prefetch { drop, work }
+    }
+
+    /// What was fetched, if this is the fetch of `drop` and it succeeded
+    /// (a failed one is logged: the run fetches the drop itself).
+    async fn of(self, drop: &DropRef) -> Option<Fetched> {
+        if self.drop != *drop {
+            return None;
+        }
+        match self.work.join().await {
+            Ok(fetched) => Some(fetched),
+            Err(error) => {
+                tracing::warn!(error = %error, "fetching the drop ahead of its run failed: fetching it again");
+                None
+            }
+        }
+    }
+}
+
+/// Reads the drop (or takes what `prefetch` read of it), fingerprints it
+/// and claims its run. A dry run claims nothing: it takes the run's place
+/// from an existing marker or makes one up, and writes no marker.
+pub(super) async fn claim_run(
+    context: &Context<'_>,
+    dry_run: bool,
+    prefetch: Option<Prefetch>,
+) -> Result<Claimed> {
     let (dq_error, drop) = (&context.dq_error, context.drop);
-    let scratch = context.plan.resources.scratch_dir.as_deref();
-    let (files, fingerprint) = fetch_drop(&context.bronze, drop, scratch).await?;
+    let prefetched = match prefetch {
+        Some(prefetch) => prefetch.of(drop).await,
+        None => None,
+    };
+    let Fetched { files, fingerprint } = match prefetched {
+        Some(fetched) => fetched,
+        None => {
+            let scratch = context.plan.resources.scratch_dir.as_deref();
+            fetch_drop(&context.bronze, drop, scratch).await?
+        }
+    };
     let run_key = format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint);
     let path = marker_path(drop, &fingerprint);
     if let Some(record) = find_committed(&context.silver, &run_key)? {
@@ -128,7 +183,7 @@ async fn fetch_drop(
     bronze: &Location,
     drop: &DropRef,
     scratch: Option<&std::path::Path>,
-) -> Result<(Vec<DropFile>, String)> {
+) -> Result<Fetched> {
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;
     let listed_any = !listed.is_empty();
@@ -166,7 +221,10 @@ async fn fetch_drop(
     if files.is_empty() {
         return Err(no_data_file(bronze, &prefix, listed_any));
     }
-    Ok((files, hex::encode(hash.finalize())[..32].to_string()))
+    Ok(Fetched {
+        files,
+        fingerprint: hex::encode(hash.finalize())[..32].to_string(),
+    })
 }
 
 /// A drop file streaming to its local copy, into the drop's fingerprint:
@@ -350,7 +408,8 @@ mod tests {
         };
         let stores = Stores::new(&spec, &url).await.unwrap();
         let bronze = stores.open(&url, "storage.bronze").unwrap();
-        fetch_drop(&bronze, &drop, None).await.unwrap()
+        let fetched = fetch_drop(&bronze, &drop, None).await.unwrap();
+        (fetched.files, fetched.fingerprint)
     }
 
     /// The fingerprint as every claim has computed it: SHA-256 over each

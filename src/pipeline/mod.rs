@@ -41,7 +41,7 @@ use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
 use crate::stage::Stage;
 use background::Background;
-use claim::{Claim, Claimed};
+use claim::{Claim, Claimed, Prefetch};
 use commit::Attempt;
 use context::Context;
 use evaluate::reference::KnownKeys;
@@ -63,10 +63,21 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 
 /// What a run leaves to the next run of the same process (a backfill's
 /// months): the references' keys, with the files or table version they were
-/// loaded from; a later run keeps those of a reference that has not changed.
+/// loaded from (a later run keeps those of a reference that has not
+/// changed), and the next drop's files, fetched while this one runs.
 #[derive(Default)]
 pub struct Carry {
     references: Vec<KnownKeys>,
+    next: Option<DropRef>,
+    prefetch: Option<Prefetch>,
+}
+
+impl Carry {
+    /// Names the drop that runs after the next one (`None`: no other): its
+    /// files are fetched and fingerprinted while the next one runs.
+    pub fn then(&mut self, next: Option<DropRef>) {
+        self.next = next;
+    }
 }
 
 /// [`run`], handing on to the next run what it can use in `carry`.
@@ -161,7 +172,12 @@ async fn open_and_run(
             std::mem::take(&mut carry.references),
         ),
     );
-    let claim = match claim::claim_run(&context, options.dry_run).await {
+    let claimed = claim::claim_run(&context, options.dry_run, carry.prefetch.take()).await;
+    carry.prefetch = carry
+        .next
+        .take()
+        .map(|next| Prefetch::start(&context, next));
+    let claim = match claimed {
         Ok(Claimed::Fresh(claim)) => claim,
         Ok(Claimed::AlreadyCommitted(committed)) => {
             recovery::already_committed(&context, summary, committed, options).await?;
