@@ -89,7 +89,7 @@ pub async fn run_backfill(
         let next = drops
             .get(index + 1)
             .map(|next| DropRef::new(contributor, next));
-        carry.then(next.transpose()?);
+        carry.fetch_ahead(next.transpose()?);
         match run_carrying(plan, &drop, options, &mut carry).await {
             Ok(outcome) => {
                 if outcome.summary.status == RunStatus::AlreadyCommitted {

@@ -22,7 +22,7 @@ use crate::core::drop::{DropFile, DropRef};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::ledger::find_committed;
-use crate::infra::storage::{Location, ObjectSink, Stores};
+use crate::infra::storage::{ListedObject, Location, ObjectSink, Stores};
 
 /// What the claim found.
 #[derive(Debug)]
@@ -88,10 +88,12 @@ struct ClaimMarker {
     claimed_at: String,
 }
 
-/// A drop's files, copied to local disk, and its fingerprint.
+/// A drop's files, copied to local disk, its fingerprint, and its folder's
+/// listing (path, size, version) taken before they were read.
 pub(super) struct Fetched {
     files: Vec<DropFile>,
     fingerprint: String,
+    listed: Vec<ListedObject>,
 }
 
 /// The fetch of a drop started before its run: a backfill fetches its next
@@ -102,30 +104,47 @@ pub(super) struct Prefetch {
 }
 
 impl Prefetch {
-    /// Starts fetching `drop` from the bronze root `context` reads.
+    /// Starts fetching `drop` from the bronze root `context` reads; its
+    /// log lines name that drop.
     pub(super) fn start(context: &Context<'_>, drop: DropRef) -> Prefetch {
         let bronze = context.bronze.clone();
         let scratch = context.plan.resources.scratch_dir.clone();
         let next = drop.clone();
-        let work = Background::spawn("fetching the next drop", async move {
-            fetch_drop(&bronze, &next, scratch.as_deref()).await
+        let span = tracing::info_span!(
+            "fetch_ahead",
+            contributor = %drop.contributor,
+            drop_id = %drop.drop_id
+        );
+        let work = span.in_scope(|| {
+            Background::spawn("fetching the drop ahead of its run", async move {
+                fetch_drop(&bronze, &next, scratch.as_deref()).await
+            })
         });
         Prefetch { drop, work }
     }
 
-    /// What was fetched, if this is the fetch of `drop` and it succeeded
-    /// (a failed one is logged: the run fetches the drop itself).
-    async fn of(self, drop: &DropRef) -> Option<Fetched> {
+    /// What was fetched, if this is the fetch of `drop`, it succeeded and
+    /// the drop's folder still lists the same files (path, size, version):
+    /// a drop delivered again meanwhile is fetched afresh, and so is one
+    /// whose fetch failed (logged).
+    async fn of(self, drop: &DropRef, bronze: &Location) -> Result<Option<Fetched>> {
         if self.drop != *drop {
-            return None;
+            return Ok(None);
         }
-        match self.work.join().await {
-            Ok(fetched) => Some(fetched),
+        let fetched = match self.work.join().await {
+            Ok(fetched) => fetched,
             Err(error) => {
                 tracing::warn!(error = %error, "fetching the drop ahead of its run failed: fetching it again");
-                None
+                return Ok(None);
             }
+        };
+        if bronze.list(&drop.prefix()).await? != fetched.listed {
+            tracing::info!(
+                "the drop changed since it was fetched ahead of its run: fetching it again"
+            );
+            return Ok(None);
         }
+        Ok(Some(fetched))
     }
 }
 
@@ -139,10 +158,12 @@ pub(super) async fn claim_run(
 ) -> Result<Claimed> {
     let (dq_error, drop) = (&context.dq_error, context.drop);
     let prefetched = match prefetch {
-        Some(prefetch) => prefetch.of(drop).await,
+        Some(prefetch) => prefetch.of(drop, &context.bronze).await?,
         None => None,
     };
-    let Fetched { files, fingerprint } = match prefetched {
+    let Fetched {
+        files, fingerprint, ..
+    } = match prefetched {
         Some(fetched) => fetched,
         None => {
             let scratch = context.plan.resources.scratch_dir.as_deref();
@@ -187,6 +208,7 @@ async fn fetch_drop(
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;
     let listed_any = !listed.is_empty();
+    let listing = listed.clone();
     let dir = scratch.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
     let mut hash = Sha256::new();
     let mut files = Vec::new();
@@ -224,6 +246,7 @@ async fn fetch_drop(
     Ok(Fetched {
         files,
         fingerprint: hex::encode(hash.finalize())[..32].to_string(),
+        listed: listing,
     })
 }
 

@@ -73,9 +73,11 @@ pub struct Carry {
 }
 
 impl Carry {
-    /// Names the drop that runs after the next one (`None`: no other): its
-    /// files are fetched and fingerprinted while the next one runs.
-    pub fn then(&mut self, next: Option<DropRef>) {
+    /// Names the drop the caller runs after the coming [`run_carrying`]
+    /// (`None`: no other): its files are fetched and fingerprinted during
+    /// that run, once its claim succeeded (the scratch folder then holds
+    /// both drops).
+    pub fn fetch_ahead(&mut self, next: Option<DropRef>) {
         self.next = next;
     }
 }
@@ -173,13 +175,18 @@ async fn open_and_run(
         ),
     );
     let claimed = claim::claim_run(&context, options.dry_run, carry.prefetch.take()).await;
-    carry.prefetch = carry
-        .next
-        .take()
-        .map(|next| Prefetch::start(&context, next));
+    if claimed.is_ok() {
+        carry.prefetch = carry
+            .next
+            .take()
+            .map(|next| Prefetch::start(&context, next));
+    }
     let claim = match claimed {
         Ok(Claimed::Fresh(claim)) => claim,
         Ok(Claimed::AlreadyCommitted(committed)) => {
+            // A skipped drop hands the references' keys on (a failed load
+            // hands nothing: the next run loads them).
+            carry.references = references.join().await.unwrap_or_default();
             recovery::already_committed(&context, summary, committed, options).await?;
             return Ok(None);
         }

@@ -35,10 +35,22 @@ pub struct KnownKeys {
 /// What a reference's keys were loaded from: its files as listed (path,
 /// size, version) or its Iceberg table's metadata file. Keys loaded from the
 /// same version serve the next run of the process (a backfill's months).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 enum SourceVersion {
     Files(Vec<ListedObject>),
     Table(Option<String>),
+}
+
+impl SourceVersion {
+    /// Whether keys loaded from `self` still stand for `now`: the same files,
+    /// or the same metadata file of a table (a catalog that does not say
+    /// which file it read never vouches for a table unchanged).
+    fn still(&self, now: &SourceVersion) -> bool {
+        match (self, now) {
+            (SourceVersion::Table(None), _) | (_, SourceVersion::Table(None)) => false,
+            (before, now) => before == now,
+        }
+    }
 }
 
 /// A reference opened for reading: its files, listed, or its table.
@@ -72,12 +84,14 @@ pub async fn load_known_keys(
         let source = opened.version();
         let unchanged = kept
             .iter()
-            .position(|k| k.reference == reference && k.source == source);
+            .position(|k| k.reference == reference && k.source.still(&source));
         if let Some(index) = unchanged {
             tracing::debug!(reference = %reference.name, "reference unchanged since the last run: its keys kept");
             known.push(kept.swap_remove(index));
             continue;
         }
+        // Keys of an earlier version go before the new ones load.
+        kept.retain(|k| k.reference != reference);
         let mut keys = KeySet::new(Stage::Reference);
         read_reference(&reference, opened, &mut |batch| {
             insert_keys(&mut keys, &reference, batch)
@@ -465,7 +479,9 @@ mod tests {
             .unwrap();
         assert_eq!(knows(&renamed, &["x", "H9"]), [true, false]);
 
-        // A file added, or one rewritten, loads the reference again.
+        // A file added, or one rewritten, loads the reference again (each
+        // rewrite changes the file's size: its version changes even within
+        // the file system's time granularity).
         let kept = load(Vec::new()).await.unwrap();
         std::fs::write(folder.path().join("b.csv"), "holder_id,name\nH2,y\n").unwrap();
         let added = load(kept).await.unwrap();
@@ -473,5 +489,14 @@ mod tests {
         std::fs::write(folder.path().join("a.csv"), "holder_id,name\nH33,x\n").unwrap();
         let rewritten = load(added).await.unwrap();
         assert_eq!(knows(&rewritten, &["H1", "H2", "H33"]), [false, true, true]);
+    }
+
+    #[test]
+    fn a_table_is_unchanged_only_by_a_metadata_file_both_loads_named() {
+        let table = |file: Option<&str>| SourceVersion::Table(file.map(str::to_string));
+        assert!(table(Some("v1.json")).still(&table(Some("v1.json"))));
+        assert!(!table(Some("v1.json")).still(&table(Some("v2.json"))));
+        assert!(!table(None).still(&table(None)));
+        assert!(!table(Some("v1.json")).still(&table(None)));
     }
 }
