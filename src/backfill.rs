@@ -86,10 +86,9 @@ pub async fn run_backfill(
     let mut carry = Carry::default();
     for (index, drop_id) in drops.iter().enumerate() {
         let drop = DropRef::new(contributor, drop_id)?;
-        let next = drops
-            .get(index + 1)
-            .map(|next| DropRef::new(contributor, next));
-        carry.fetch_ahead(next.transpose()?);
+        // An id unsafe in paths is not fetched ahead: its own turn fails.
+        let next = drops.get(index + 1);
+        carry.fetch_ahead(next.and_then(|next| DropRef::new(contributor, next).ok()));
         match run_carrying(plan, &drop, options, &mut carry).await {
             Ok(outcome) => {
                 if outcome.summary.status == RunStatus::AlreadyCommitted {

@@ -323,3 +323,27 @@ fn a_partition_on_a_sensitive_column_is_refused_by_check_config() {
     assert!(text.contains("new_ic"), "{text}");
     assert!(text.contains("sensitive"), "{text}");
 }
+
+/// A drop id unsafe in paths fails the backfill when its turn comes (exit
+/// 2), never before: the drops ahead of it run and commit.
+#[test]
+fn a_backfill_runs_the_drops_before_an_unsafe_drop_id() {
+    let (tmp, config, _) = one_drop(|t| t);
+    let unsafe_id = tmp.path().join("data/bronze/BANK_C/2026-01 again");
+    std::fs::create_dir_all(&unsafe_id).unwrap();
+    std::fs::write(unsafe_id.join("statements.csv"), "not read").unwrap();
+    let args = [
+        "backfill",
+        "--config",
+        &config,
+        "--contributor",
+        "BANK_C",
+        "--from",
+        "2026-01",
+        "--to",
+        "2026-02",
+    ];
+    silverline(&args).code(2);
+    let text = output(&silverline(&run_args(&config, "BANK_C", "2026-01")).success());
+    assert!(text.contains("already committed"), "{text}");
+}

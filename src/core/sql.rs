@@ -115,6 +115,11 @@ fn session_config() -> SessionConfig {
     let options = config.options_mut();
     options.sql_parser.map_string_types_to_utf8view = false;
     options.execution.parquet.schema_force_view_types = false;
+    // The files a session scans are the run's Arrow spill files. Split into
+    // byte ranges, DataFusion's Arrow source reads every batch of a range at
+    // once (828 MiB of a 20M-account month); whole, a file streams batch by
+    // batch, and a folder of them is still spread over the partitions.
+    options.optimizer.repartition_file_scans = false;
     config
 }
 
@@ -193,8 +198,7 @@ pub(crate) fn register_table(
 /// Runs `frame` and registers its rows as the table `name`, kept in an
 /// Arrow file in the run's scratch folder (not in memory: a committed
 /// month's rows are as many as a drop's); the file, returned, must outlive
-/// the table's queries. The session's file scans are no longer split into
-/// byte ranges (a range is read whole).
+/// the table's queries.
 pub(crate) async fn register_frame_on_disk(
     ctx: &SessionContext,
     name: &str,
@@ -226,14 +230,6 @@ pub(crate) async fn register_frame_on_disk(
         file_extension: "",
         ..Default::default()
     };
-    // Split into byte ranges, a file's scan reads every batch of its range
-    // at once (DataFusion's Arrow source); whole, it streams batch by batch.
-    ctx.state_ref()
-        .write()
-        .config_mut()
-        .options_mut()
-        .optimizer
-        .repartition_file_scans = false;
     ctx.deregister_table(name).map_err(query)?;
     ctx.register_arrow(name, &path.to_string_lossy(), options)
         .await

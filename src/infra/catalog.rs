@@ -77,16 +77,24 @@ pub(crate) async fn connect_for_dry_run(
     if !missing {
         return connect(spec, stores).await;
     }
+    memory_catalog("dry-run").await
+}
+
+/// An empty catalog in memory named `name`, its warehouse `memory:///<name>`.
+pub(crate) async fn memory_catalog(name: &str) -> Result<Arc<dyn Catalog>> {
     let catalog = iceberg::memory::MemoryCatalogBuilder::default()
         .load(
-            "dry-run",
+            name,
             HashMap::from([(
                 iceberg::memory::MEMORY_CATALOG_WAREHOUSE.to_string(),
-                "memory:///dry-run".to_string(),
+                format!("memory:///{name}"),
             )]),
         )
         .await
-        .map_err(Error::catalog("connect", "dry run: in-memory catalog"))?;
+        .map_err(Error::catalog(
+            "connect",
+            format!("in-memory catalog {name}"),
+        ))?;
     Ok(Arc::new(catalog))
 }
 

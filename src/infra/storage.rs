@@ -52,6 +52,21 @@ impl Stores {
         })
     }
 
+    /// Storage for a test whose bronze and dq_error roots are the local
+    /// `folder`, and that folder opened as a location.
+    #[cfg(test)]
+    pub(crate) async fn local_for_test(folder: &std::path::Path) -> (Stores, Location) {
+        let url = format!("file://{}", folder.display());
+        let spec = StorageSpec {
+            bronze: url.clone(),
+            dq_error: url.clone(),
+            s3: Default::default(),
+        };
+        let stores = Stores::new(&spec, &url).await.expect("local stores");
+        let location = stores.open(&url, "storage.bronze").expect("local folder");
+        (stores, location)
+    }
+
     /// Opens the location named by `url` (`file:///...`, `memory://`, `s3://bucket/prefix`);
     /// `setting` names the config key it came from, for error messages.
     pub(crate) fn open(&self, url: &str, setting: &str) -> Result<Location> {

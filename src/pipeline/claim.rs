@@ -208,11 +208,10 @@ async fn fetch_drop(
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;
     let listed_any = !listed.is_empty();
-    let listing = listed.clone();
     let dir = scratch.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
     let mut hash = Sha256::new();
     let mut files = Vec::new();
-    for object in listed {
+    for object in &listed {
         let name = object
             .relative
             .strip_prefix(&prefix)
@@ -246,7 +245,7 @@ async fn fetch_drop(
     Ok(Fetched {
         files,
         fingerprint: hex::encode(hash.finalize())[..32].to_string(),
-        listed: listing,
+        listed,
     })
 }
 
@@ -423,14 +422,7 @@ mod tests {
         for (name, content) in files {
             std::fs::write(folder.join(name), content).unwrap();
         }
-        let url = format!("file://{}", root.path().display());
-        let spec = crate::config::plan::StorageSpec {
-            bronze: url.clone(),
-            dq_error: url.clone(),
-            s3: Default::default(),
-        };
-        let stores = Stores::new(&spec, &url).await.unwrap();
-        let bronze = stores.open(&url, "storage.bronze").unwrap();
+        let (_, bronze) = Stores::local_for_test(root.path()).await;
         let fetched = fetch_drop(&bronze, &drop, None).await.unwrap();
         (fetched.files, fetched.fingerprint)
     }

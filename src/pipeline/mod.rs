@@ -175,6 +175,7 @@ async fn open_and_run(
         ),
     );
     let claimed = claim::claim_run(&context, options.dry_run, carry.prefetch.take()).await;
+    let another_run_follows = carry.next.is_some();
     if claimed.is_ok() {
         carry.prefetch = carry
             .next
@@ -184,9 +185,12 @@ async fn open_and_run(
     let claim = match claimed {
         Ok(Claimed::Fresh(claim)) => claim,
         Ok(Claimed::AlreadyCommitted(committed)) => {
-            // A skipped drop hands the references' keys on (a failed load
-            // hands nothing: the next run loads them).
-            carry.references = references.join().await.unwrap_or_default();
+            // A skipped drop of a backfill hands the references' keys on (a
+            // failed load hands nothing: the next run loads them); a run
+            // alone does not wait for them.
+            if another_run_follows {
+                carry.references = references.join().await.unwrap_or_default();
+            }
             recovery::already_committed(&context, summary, committed, options).await?;
             return Ok(None);
         }

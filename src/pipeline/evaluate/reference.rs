@@ -319,7 +319,6 @@ fn read_csv_keys<'a>(
 #[cfg(test)]
 mod tests {
     use arrow::array::{Int64Array, StringArray};
-    use iceberg::CatalogBuilder;
 
     use super::*;
 
@@ -406,31 +405,16 @@ mod tests {
 
     /// The reference `holders` in CSV files under `folder`, and where it is read from.
     async fn holders_in(folder: &std::path::Path) -> (Reference, ReferenceSources) {
-        let url = format!("file://{}", folder.display());
-        let spec = crate::config::plan::StorageSpec {
-            bronze: url.clone(),
-            dq_error: url.clone(),
-            s3: Default::default(),
-        };
-        let catalog = iceberg::memory::MemoryCatalogBuilder::default()
-            .load(
-                "test",
-                std::collections::HashMap::from([(
-                    iceberg::memory::MEMORY_CATALOG_WAREHOUSE.to_string(),
-                    "memory:///test".to_string(),
-                )]),
-            )
-            .await
-            .unwrap();
+        let (stores, _) = Stores::local_for_test(folder).await;
         let reference = Reference {
             name: "holders".to_string(),
-            location: url.clone(),
+            location: format!("file://{}", folder.display()),
             format: ReferenceFormat::Csv,
             keys: vec![("holder".to_string(), "holder_id".to_string())],
         };
         let sources = ReferenceSources {
-            stores: Stores::new(&spec, &url).await.unwrap(),
-            catalog: Arc::new(catalog),
+            stores,
+            catalog: crate::infra::catalog::memory_catalog("test").await.unwrap(),
         };
         (reference, sources)
     }
