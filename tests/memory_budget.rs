@@ -6,12 +6,14 @@
 
 mod harness;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use harness::{
     committed_rows, month, output, project, put_drop, put_january, run_args, set_aside_accounts,
-    silverline, summary_of,
+    set_aside_rows, silverline, summary_of,
 };
+use silverline::demo::generate::Statement;
 
 /// Accounts per month: their distinct count per period (a metric of the
 /// shipped config) needs several times the tight budget.
@@ -23,8 +25,12 @@ const ACCOUNTS: usize = 200_000;
 const TIGHT: &str = "64MiB";
 
 /// A project whose runs have `budget` (the default when `None`), with
-/// January committed and February run; the output of February's run.
-fn january_then_february(budget: Option<&str>) -> (tempfile::TempDir, PathBuf, String) {
+/// January committed and February (its statements edited by `edit`) run;
+/// the output of February's run.
+fn january_then_february(
+    budget: Option<&str>,
+    edit: impl Fn(&mut Vec<Statement>),
+) -> (tempfile::TempDir, PathBuf, String) {
     let resources = budget.map(|limit| {
         format!("\n[resources]\nmemory_limit = \"{limit}\"\nscratch_dir = \"../scratch\"\n")
     });
@@ -37,8 +43,7 @@ fn january_then_february(budget: Option<&str>) -> (tempfile::TempDir, PathBuf, S
     let mut bank = put_january(&root, "BANK_M", ACCOUNTS);
     silverline(&run_args(config_arg, "BANK_M", "2026-01")).success();
     let mut february = bank.statements(month(2026, 2), false);
-    // A re-sent row: the engine's unique_key sets both aside.
-    february.push(february[7].clone());
+    edit(&mut february);
     put_drop(&root, "BANK_M", "2026-02", &february);
     let run = silverline(&run_args(config_arg, "BANK_M", "2026-02")).success();
     let text = output(&run);
@@ -71,8 +76,10 @@ fn files_named_after(dir: &Path, prefix: &str) -> usize {
 
 #[test]
 fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
-    let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT));
-    let (_roomy_dir, roomy, roomy_output) = january_then_february(None);
+    // A re-sent row: the engine's unique_key sets both aside.
+    let resend = |february: &mut Vec<Statement>| february.push(february[7].clone());
+    let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT), resend);
+    let (_roomy_dir, roomy, roomy_output) = january_then_february(None, resend);
 
     // The tight run judged in buckets and spilled; the roomy one had no
     // need to.
@@ -123,6 +130,63 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     assert_eq!(
         set_aside_accounts(&tight, "quarantine"),
         set_aside_accounts(&roomy, "quarantine")
+    );
+}
+
+/// Every quarantined row of `root`'s February, in file order, without the
+/// run's stamp (its id and time).
+fn quarantined(root: &Path) -> Vec<BTreeMap<String, String>> {
+    let mut rows = set_aside_rows(&root.join("data/dq_error"), "quarantine");
+    for row in &mut rows {
+        row.remove("_dq_run_id");
+        row.remove("_dq_timestamp");
+    }
+    rows
+}
+
+#[test]
+fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_does() {
+    // Every February row fails mia_range: the rows set aside outgrow the
+    // tight budget as the drop does, so they are kept in the scratch
+    // folder and written sorted by a spilling query.
+    let out_of_range = |february: &mut Vec<Statement>| {
+        for statement in february.iter_mut() {
+            statement.months_in_arrears = 40;
+        }
+    };
+    let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT), out_of_range);
+    let (_roomy_dir, roomy, _) = january_then_february(None, out_of_range);
+    assert!(tight_output.contains("buckets=13"), "{tight_output}");
+
+    let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));
+    assert_eq!(a["counts"], b["counts"]);
+    assert_eq!(a["counts"]["quarantined"], ACCOUNTS as u64, "{}", a["counts"]);
+    assert_eq!(a["counts"]["committed"], 0, "{}", a["counts"]);
+
+    // The same rows, in the order they stood in the drop.
+    let rows = quarantined(&tight);
+    assert_eq!(rows.len(), ACCOUNTS);
+    let lines: Vec<u64> = rows
+        .iter()
+        .map(|row| row["_source_line"].parse().unwrap())
+        .collect();
+    assert!(lines.windows(2).all(|w| w[0] < w[1]), "not in file order");
+    assert!(rows == quarantined(&roomy), "the rows set aside differ");
+
+    // One open exception per row set aside.
+    let config = tight.join("config/credit_statements.toml");
+    let backlog = silverline(&[
+        "backlog",
+        "--config",
+        config.to_str().unwrap(),
+        "--json",
+    ])
+    .success();
+    let backlog: serde_json::Value = serde_json::from_str(&output(&backlog)).unwrap();
+    assert_eq!(
+        backlog["overall"]["backlog"]["open"],
+        ACCOUNTS as u64,
+        "{backlog}"
     );
 }
 

@@ -6,6 +6,7 @@ pub mod counts;
 pub mod digest;
 pub mod drop;
 pub mod keys;
+pub(crate) mod merge;
 pub mod place;
 pub mod set_aside;
 pub(crate) mod spill;

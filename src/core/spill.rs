@@ -12,6 +12,7 @@ use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use arrow::record_batch::RecordBatch;
 
+use crate::core::merge::Batches;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -134,6 +135,18 @@ impl SpillWriter {
     }
 }
 
+/// Rows of one schema kept as spills for a later query: registered as one
+/// table by [`crate::core::sql::register_spilled`].
+#[derive(Debug)]
+pub(crate) struct SpilledTable {
+    /// Their schema.
+    pub(crate) schema: SchemaRef,
+    /// The spills (one per bucket, say).
+    pub(crate) spills: Vec<Spill>,
+    /// The folder that holds the spills and nothing else, when they are files.
+    pub(crate) folder: Option<PathBuf>,
+}
+
 /// Batches kept for a later pass.
 #[derive(Debug)]
 pub(crate) enum Spill {
@@ -146,8 +159,13 @@ pub(crate) enum Spill {
 impl Spill {
     /// The batches, read back.
     pub(crate) fn read(&self) -> Result<Vec<RecordBatch>> {
+        self.batches()?.collect()
+    }
+
+    /// The batches, read back one at a time.
+    pub(crate) fn batches(&self) -> Result<Batches<'_>> {
         match self {
-            Spill::Memory(batches) => Ok(batches.clone()),
+            Spill::Memory(batches) => Ok(Box::new(batches.iter().cloned().map(Ok))),
             Spill::File(path) => {
                 let file = File::open(path).map_err(|source| Error::Io {
                     path: path.clone(),
@@ -155,9 +173,9 @@ impl Spill {
                 })?;
                 let reader =
                     FileReader::try_new(file, None).map_err(Error::arrow(Stage::Baseline))?;
-                reader
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(Error::arrow(Stage::Baseline))
+                Ok(Box::new(
+                    reader.map(|batch| batch.map_err(Error::arrow(Stage::Baseline))),
+                ))
             }
         }
     }

@@ -20,6 +20,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::TryStreamExt;
 
+use crate::core::spill::{SPILL_EXTENSION, Spill, SpilledTable};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -193,6 +194,34 @@ pub(crate) fn register_table(
     ctx.register_table(name, Arc::new(table))
         .map_err(Error::query(stage))?;
     Ok(())
+}
+
+/// Registers `rows` as the table `name`: their folder of Arrow files when
+/// they were spilled (a query streams them), else their batches in memory.
+pub(crate) async fn register_spilled(
+    ctx: &SessionContext,
+    name: &str,
+    rows: SpilledTable,
+    stage: Stage,
+) -> Result<()> {
+    let Some(folder) = &rows.folder else {
+        let batches = rows
+            .spills
+            .iter()
+            .map(Spill::read)
+            .collect::<Result<Vec<_>>>()?;
+        let batches = batches.into_iter().flatten().collect();
+        return register_table(ctx, name, (rows.schema, batches), stage);
+    };
+    let options = ArrowReadOptions {
+        schema: Some(rows.schema.as_ref()),
+        file_extension: SPILL_EXTENSION,
+        ..Default::default()
+    };
+    ctx.deregister_table(name).map_err(Error::query(stage))?;
+    ctx.register_arrow(name, &folder.to_string_lossy(), options)
+        .await
+        .map_err(Error::query(stage))
 }
 
 /// Runs `frame` and registers its rows as the table `name`, kept in an

@@ -44,7 +44,7 @@ impl ExceptionState<'_> {
 
 /// Each exception's state, from its events (latest by event time; ties go to
 /// the event listed last).
-pub fn states(events: &[ExceptionEvent]) -> Vec<ExceptionState<'_>> {
+pub fn states<'a>(events: impl IntoIterator<Item = &'a ExceptionEvent>) -> Vec<ExceptionState<'a>> {
     let mut by_id: HashMap<&str, Vec<&ExceptionEvent>> = HashMap::new();
     for event in events {
         by_id.entry(&event.exception_id).or_default().push(event);

@@ -8,6 +8,7 @@
 //! their ids, so an exception that fails again gets fresh reasons, not a twin.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,7 @@ use crate::config::rules::{MISSING_ENTITIES_METRIC, Severity};
 use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
+use super::store::EventWriter;
 use crate::infra::storage::Location;
 use crate::transient::{DQ_ERRORS, EXCEPTION_ID, MISSING_PERIOD, SOURCE_FILE, SOURCE_LINE};
 
@@ -132,40 +134,109 @@ pub struct RunRecord<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The events of one run, from the dq_error files it wrote (`kind -> path`)
-/// and the exceptions its drop carried.
-pub async fn run_events(
+/// Writes the events of one run to `writer`, from the dq_error files it
+/// wrote (`kind -> path`, each read as a stream from a copy in `scratch`,
+/// a chunk of rows at a time) and the exceptions its drop carried.
+pub async fn write_run_events(
     dq_error: &Location,
     files: &BTreeMap<SetAside, String>,
-    ids: &ExceptionIds,
-    contract: &Contract,
-    run: &RunRecord<'_>,
-) -> Result<Vec<ExceptionEvent>> {
+    (ids, contract, run): (&ExceptionIds, &Contract, &RunRecord<'_>),
+    (writer, scratch): (&mut EventWriter<'_>, Option<&Path>),
+) -> Result<()> {
     let carried = ids.carried_by_id();
-    let mut events = Vec::new();
-    let mut set_aside_ids = BTreeSet::new();
+    let mut set_aside_again = BTreeSet::new();
     for (destination, path) in files {
-        let bytes = dq_error.get(path).await?;
-        for row in dq_rows(&bytes, &dq_error.url_of(path))? {
-            let event = set_aside_event(&row, *destination, path, contract, &carried, run);
-            set_aside_ids.insert(event.exception_id.clone());
-            events.push(event);
+        let mut rows = DqRows::open(dq_error, path, scratch).await?;
+        loop {
+            let chunk = rows.next_chunk()?;
+            if chunk.is_empty() {
+                break;
+            }
+            let events: Vec<ExceptionEvent> = chunk
+                .iter()
+                .map(|record| {
+                    let row = rows.row(record);
+                    set_aside_event(&row, *destination, path, contract, &carried, run)
+                })
+                .collect();
+            set_aside_again.extend(
+                events
+                    .iter()
+                    .filter(|e| carried.contains_key(e.exception_id.as_str()))
+                    .map(|e| e.exception_id.clone()),
+            );
+            writer.write(&events).await?;
         }
     }
-    for (id, exception) in carried {
-        if !set_aside_ids.contains(id) {
-            events.push(closing_event(exception, &ids.closing, run));
-        }
-    }
-    Ok(events)
+    let closing: Vec<ExceptionEvent> = carried
+        .iter()
+        .filter(|(id, _)| !set_aside_again.contains(**id))
+        .map(|(_, exception)| closing_event(exception, &ids.closing, run))
+        .collect();
+    writer.write(&closing).await
 }
 
-/// The rows of a dq_error CSV file as header -> value maps.
-fn dq_rows(bytes: &[u8], url: &str) -> Result<Vec<HashMap<String, String>>> {
-    csv::Reader::from_reader(bytes)
-        .deserialize()
-        .collect::<std::result::Result<Vec<HashMap<String, String>>, _>>()
-        .map_err(|e| Error::Internal(format!("cannot read back {url}: {e}")))
+/// The rows of a dq_error CSV file, read a chunk at a time from a local
+/// copy.
+struct DqRows {
+    reader: csv::Reader<std::io::BufReader<std::fs::File>>,
+    /// Each column's position, by header.
+    columns: HashMap<String, usize>,
+    url: String,
+}
+
+/// One row of a dq_error file, its values found by header.
+struct DqRow<'a> {
+    columns: &'a HashMap<String, usize>,
+    record: &'a csv::StringRecord,
+}
+
+impl DqRow<'_> {
+    /// The value of the column `name`, if the file has it.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.columns.get(name).and_then(|i| self.record.get(*i))
+    }
+}
+
+/// The rows of a dq_error file turned into events at once.
+const EVENT_CHUNK: usize = 16_384;
+
+impl DqRows {
+    /// The rows of `path`, copied to an unnamed file in `scratch`.
+    async fn open(dq_error: &Location, path: &str, scratch: Option<&Path>) -> Result<DqRows> {
+        let file = dq_error.copy_to_file(path, scratch).await?;
+        let url = dq_error.url_of(path);
+        let mut reader = csv::Reader::from_reader(std::io::BufReader::new(file));
+        let columns = reader
+            .headers()
+            .map_err(|e| Error::Internal(format!("cannot read back {url}: {e}")))?
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.to_string(), i))
+            .collect();
+        Ok(DqRows {
+            reader,
+            columns,
+            url,
+        })
+    }
+
+    /// The next records, [`EVENT_CHUNK`] at most; none at the end.
+    fn next_chunk(&mut self) -> Result<Vec<csv::StringRecord>> {
+        self.reader
+            .records()
+            .take(EVENT_CHUNK)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Internal(format!("cannot read back {}: {e}", self.url)))
+    }
+
+    /// `record` (of [`DqRows::next_chunk`]), its values found by header.
+    fn row<'a>(&'a self, record: &'a csv::StringRecord) -> DqRow<'a> {
+        DqRow {
+            columns: &self.columns,
+            record,
+        }
+    }
 }
 
 /// One (rule, severity, message) of a row's `_dq_errors`.
@@ -176,14 +247,14 @@ struct Reason {
 }
 
 fn set_aside_event(
-    row: &HashMap<String, String>,
+    row: &DqRow<'_>,
     destination: SetAside,
     path: &str,
     contract: &Contract,
     carried: &BTreeMap<&str, &CarriedException>,
     run: &RunRecord<'_>,
 ) -> ExceptionEvent {
-    let field = |name: &str| row.get(name).cloned().unwrap_or_default();
+    let field = |name: &str| row.get(name).unwrap_or_default().to_string();
     let reasons_json = field(DQ_ERRORS);
     let reasons: Vec<Reason> = serde_json::from_str(&reasons_json).unwrap_or_default();
     let worst = reasons
@@ -209,7 +280,10 @@ fn set_aside_event(
         severity: primary.map(|r| r.severity.clone()).unwrap_or_default(),
         reasons: reasons_json,
         record_key: record_key(row, contract),
-        source_file: row.get(SOURCE_FILE).filter(|v| !v.is_empty()).cloned(),
+        source_file: row
+            .get(SOURCE_FILE)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string),
         source_line: row.get(SOURCE_LINE).and_then(|v| v.parse().ok()),
         dq_file: Some(path.to_string()),
         entered_at: earlier.map_or(run.started_at, |c| c.entered_at),
@@ -250,36 +324,44 @@ fn closing_event(
 }
 
 /// The row's record key (entity key and order column joined by `|`), when all of it is there.
-fn record_key(row: &HashMap<String, String>, contract: &Contract) -> Option<String> {
+fn record_key(row: &DqRow<'_>, contract: &Contract) -> Option<String> {
     let parts: Option<Vec<&str>> = contract
         .record_key()
         .iter()
-        .map(|c| row.get(c).map(String::as_str).filter(|v| !v.is_empty()))
+        .map(|c| row.get(c).filter(|v| !v.is_empty()))
         .collect();
     parts.map(|p| p.join("|"))
 }
 
-/// The `missing` events of the entities a run's drop left out, from the
-/// run's missing list (`path`, relative to the dq_error root): one per entity
-/// and period, with the entity key and the period as its record key.
-pub async fn missing_events(
+/// Writes to `writer` the `missing` events of the entities a run's drop
+/// left out, from the run's missing list (`path`, relative to the dq_error
+/// root, if there): one per entity and period, with the entity key and the
+/// period as its record key.
+pub async fn write_missing_events(
     dq_error: &Location,
     path: &str,
-    contract: &Contract,
-    run: &RunRecord<'_>,
-) -> Result<Vec<ExceptionEvent>> {
-    let Some(bytes) = dq_error.get_opt(path).await? else {
-        return Ok(Vec::new());
-    };
-    let rows = dq_rows(&bytes, &dq_error.url_of(path))?;
-    Ok(rows
-        .iter()
-        .filter_map(|row| missing_event(row, path, contract, run))
-        .collect())
+    (contract, run): (&Contract, &RunRecord<'_>),
+    (writer, scratch): (&mut EventWriter<'_>, Option<&Path>),
+) -> Result<()> {
+    if !dq_error.exists(path).await? {
+        return Ok(());
+    }
+    let mut rows = DqRows::open(dq_error, path, scratch).await?;
+    loop {
+        let chunk = rows.next_chunk()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let events: Vec<ExceptionEvent> = chunk
+            .iter()
+            .filter_map(|record| missing_event(&rows.row(record), path, contract, run))
+            .collect();
+        writer.write(&events).await?;
+    }
 }
 
 fn missing_event(
-    row: &HashMap<String, String>,
+    row: &DqRow<'_>,
     path: &str,
     contract: &Contract,
     run: &RunRecord<'_>,
@@ -290,7 +372,7 @@ fn missing_event(
         contract
             .entity_key
             .iter()
-            .map(|c| row.get(c).map_or("", String::as_str)),
+            .map(|c| row.get(c).unwrap_or("")),
         period,
     );
     let message = format!(

@@ -32,8 +32,8 @@ use crate::infra::catalog::{
     Columns, connect, exceptions_ident, load_if_exists, load_or_create_table,
     owned_table_properties,
 };
-use crate::infra::datafile::write_silver_files;
-use crate::infra::evolve::scan_current;
+use crate::infra::datafile::SilverWriters;
+use crate::infra::evolve::{scan_batches, scan_current};
 use crate::infra::ledger::find_committed;
 use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::infra::storage::Stores;
@@ -141,29 +141,88 @@ pub async fn load_or_create_exceptions(catalog: &dyn Catalog, plan: &Plan) -> Re
     }
 }
 
-/// Appends `events` in one snapshot for `run_key`, unless that run's events are already there.
+/// Appends `events` in one snapshot for `run_key`, unless that run's
+/// events are already there (no events: nothing appended, `None`).
 pub async fn append_events(
     catalog: &Arc<dyn Catalog>,
     plan: &Plan,
     events: &[ExceptionEvent],
     run_key: &str,
     place: &RunPlace,
-) -> Result<Committed> {
-    let table = load_or_create_exceptions(catalog.as_ref(), plan).await?;
-    let batch = to_batch(&table, events)?;
-    let data_files = write_silver_files(&table, &[batch], &place.run_id).await?;
-    let append = RunAppend {
-        run_key,
-        place,
-        properties: HashMap::from([
-            (RUN_KEY_PROPERTY.to_string(), run_key.to_string()),
-            (RUN_ID_PROPERTY.to_string(), place.run_id.clone()),
-            ("silverline.events".to_string(), events.len().to_string()),
-        ]),
-        attempts: plan.commit_attempts,
-        judged_on: None,
-    };
-    append_for_run(catalog, table.identifier(), data_files, &append).await
+) -> Result<Option<Committed>> {
+    let mut writer = EventWriter::new(catalog, plan, &place.run_id);
+    writer.write(events).await?;
+    writer.append(run_key, place).await
+}
+
+/// A run's events written to data files of the exception table as they
+/// come, a chunk at a time (a run that set millions of rows aside never
+/// holds their events at once), then appended in one snapshot. The table
+/// is loaded (or created) at the first event.
+pub struct EventWriter<'a> {
+    catalog: &'a Arc<dyn Catalog>,
+    plan: &'a Plan,
+    run_id: String,
+    open: Option<(Table, SilverWriters)>,
+    events: u64,
+}
+
+impl<'a> EventWriter<'a> {
+    /// A writer of the exception table's data files for run `run_id`.
+    pub fn new(catalog: &'a Arc<dyn Catalog>, plan: &'a Plan, run_id: &str) -> EventWriter<'a> {
+        EventWriter {
+            catalog,
+            plan,
+            run_id: run_id.to_string(),
+            open: None,
+            events: 0,
+        }
+    }
+
+    /// Writes `events`.
+    pub async fn write(&mut self, events: &[ExceptionEvent]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        if self.open.is_none() {
+            let table = load_or_create_exceptions(self.catalog.as_ref(), self.plan).await?;
+            let writers = SilverWriters::open(&table, &self.run_id);
+            self.open = Some((table, writers));
+        }
+        if let Some((table, writers)) = &mut self.open {
+            writers.write(&[to_batch(table, events)?]).await?;
+        }
+        self.events += events.len() as u64;
+        Ok(())
+    }
+
+    /// How many events were written.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Appends what was written in one snapshot for `run_key`, unless that
+    /// run's events are already there; `None` when nothing was written.
+    pub async fn append(self, run_key: &str, place: &RunPlace) -> Result<Option<Committed>> {
+        let Some((table, writers)) = self.open else {
+            return Ok(None);
+        };
+        let data_files = writers.finish().await?;
+        let append = RunAppend {
+            run_key,
+            place,
+            properties: HashMap::from([
+                (RUN_KEY_PROPERTY.to_string(), run_key.to_string()),
+                (RUN_ID_PROPERTY.to_string(), place.run_id.clone()),
+                ("silverline.events".to_string(), self.events.to_string()),
+            ]),
+            attempts: self.plan.commit_attempts,
+            judged_on: None,
+        };
+        append_for_run(self.catalog, table.identifier(), data_files, &append)
+            .await
+            .map(Some)
+    }
 }
 
 /// The columns of [`ADDED_COLUMNS`] that `table` lacks, with their types,
@@ -239,6 +298,46 @@ pub async fn read_events(table: &Table, contributor: Option<&str>) -> Result<Vec
     scan_events(table, filter).await
 }
 
+/// The columns the backlog figures and alerts read of an event.
+const HEAD_COLUMNS: [&str; 6] = [
+    "exception_id",
+    "contributor",
+    "status",
+    "rule",
+    "entered_at",
+    "event_at",
+];
+
+/// `contributor`'s events (every contributor's when `None`) as the backlog
+/// figures and alerts read them: [`HEAD_COLUMNS`] only, the other texts
+/// empty, read batch by batch (a contributor with millions of events).
+pub async fn read_event_heads(
+    table: &Table,
+    contributor: Option<&str>,
+) -> Result<Vec<ExceptionEvent>> {
+    let filter = contributor.map(|c| Reference::new("contributor").equal_to(Datum::string(c)));
+    let target = table.identifier().to_string();
+    let mut batches = scan_batches(table, filter, Some(&HEAD_COLUMNS)).await?;
+    let mut events = Vec::new();
+    while let Some(batch) = futures::TryStreamExt::try_next(&mut batches)
+        .await
+        .map_err(Error::catalog("scan", &target))?
+    {
+        events.extend(from_batch(&batch, Read::Heads)?);
+    }
+    Ok(events)
+}
+
+/// The events of `contributor`'s missing-entity exceptions (every event
+/// of one carries the rule `missing_entities`), read without the rows set
+/// aside, however many those are.
+pub async fn read_missing_events(table: &Table, contributor: &str) -> Result<Vec<ExceptionEvent>> {
+    let filter = Reference::new("contributor")
+        .equal_to(Datum::string(contributor))
+        .and(Reference::new("rule").equal_to(Datum::string(MISSING_ENTITIES_METRIC)));
+    scan_events(table, Some(filter)).await
+}
+
 /// What the exception store recorded about a contributor's missing
 /// entities (`[completeness]`), by period (`YYYY-MM-01`).
 #[derive(Debug, Default)]
@@ -261,10 +360,7 @@ pub async fn read_missing_record(
     let Some(table) = table else {
         return Ok(MissingRecord::default());
     };
-    let filter = Reference::new("contributor")
-        .equal_to(Datum::string(contributor))
-        .and(Reference::new("rule").equal_to(Datum::string(MISSING_ENTITIES_METRIC)));
-    let events = scan_events(&table, Some(filter)).await?;
+    let events = read_missing_events(&table, contributor).await?;
     let mut record = MissingRecord::default();
     for state in super::backlog::states(&events) {
         let Some((key, period)) = state
@@ -291,7 +387,7 @@ pub async fn read_missing_record(
 async fn scan_events(table: &Table, filter: Option<Predicate>) -> Result<Vec<ExceptionEvent>> {
     let mut events = Vec::new();
     for batch in &scan_current(table, filter).await? {
-        events.extend(from_batch(batch)?);
+        events.extend(from_batch(batch, Read::Whole)?);
     }
     Ok(events)
 }
@@ -341,9 +437,18 @@ fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
 /// A column of a scanned batch, brought to `kind`.
 /// Column `name` of `batch` as `kind`; a column added since the table was
 /// created ([`ADDED_COLUMNS`]) that a table not yet evolved lacks reads as null.
-fn column_as(batch: &RecordBatch, name: &str, kind: &DataType) -> Result<ArrayRef> {
+/// What a scan of the exception table read of each event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Every column.
+    Whole,
+    /// [`HEAD_COLUMNS`]: the others read as empty.
+    Heads,
+}
+
+fn column_as(batch: &RecordBatch, name: &str, kind: &DataType, read: Read) -> Result<ArrayRef> {
     let Some(column) = batch.column_by_name(name) else {
-        if ADDED_COLUMNS.contains(&name) {
+        if read == Read::Heads || ADDED_COLUMNS.contains(&name) {
             return Ok(arrow::array::new_null_array(kind, batch.num_rows()));
         }
         return Err(Error::Internal(format!(
@@ -353,19 +458,19 @@ fn column_as(batch: &RecordBatch, name: &str, kind: &DataType) -> Result<ArrayRe
     cast(column, kind).map_err(Error::arrow(Stage::Exceptions))
 }
 
-fn from_batch(batch: &RecordBatch) -> Result<Vec<ExceptionEvent>> {
+fn from_batch(batch: &RecordBatch, read: Read) -> Result<Vec<ExceptionEvent>> {
     let text_columns: Vec<ArrayRef> = COLUMNS
         .iter()
-        .map(|(name, _, _)| column_as(batch, name, &DataType::Utf8))
+        .map(|(name, _, _)| column_as(batch, name, &DataType::Utf8, read))
         .collect::<Result<_>>()?;
     let text = |i: usize, row: usize| -> Option<String> {
         let column = text_columns[i].as_string::<i32>();
         column.is_valid(row).then(|| column.value(row).to_string())
     };
     let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
-    let entered = column_as(batch, "entered_at", &micros)?;
-    let event = column_as(batch, "event_at", &micros)?;
-    let line = column_as(batch, "source_line", &DataType::Int64)?;
+    let entered = column_as(batch, "entered_at", &micros, read)?;
+    let event = column_as(batch, "event_at", &micros, read)?;
+    let line = column_as(batch, "source_line", &DataType::Int64, read)?;
     let (entered, event) = (
         entered.as_primitive::<TimestampMicrosecondType>(),
         event.as_primitive::<TimestampMicrosecondType>(),

@@ -428,8 +428,21 @@ pub(crate) async fn scan_current(
     table: &Table,
     filter: Option<iceberg::expr::Predicate>,
 ) -> Result<Vec<arrow::record_batch::RecordBatch>> {
+    let target = table.identifier().to_string();
+    futures::TryStreamExt::try_collect(scan_batches(table, filter, None).await?)
+        .await
+        .map_err(Error::catalog("scan", &target))
+}
+
+/// [`scan_current`] as a stream of batches, of the columns `select` names
+/// (every column when `None`).
+pub(crate) async fn scan_batches(
+    table: &Table,
+    filter: Option<iceberg::expr::Predicate>,
+    select: Option<&[&str]>,
+) -> Result<iceberg::scan::ArrowRecordBatchStream> {
     if table.metadata().current_snapshot().is_none() {
-        return Ok(Vec::new());
+        return Ok(Box::pin(futures::stream::empty()));
     }
     let target = table.identifier().to_string();
     let table = read_with_current_schema(table)?;
@@ -437,15 +450,14 @@ pub(crate) async fn scan_current(
     if let Some(filter) = filter {
         scan = scan.with_filter(filter);
     }
-    futures::TryStreamExt::try_collect(
-        scan.build()
-            .map_err(Error::catalog("scan", &target))?
-            .to_arrow()
-            .await
-            .map_err(Error::catalog("scan", &target))?,
-    )
-    .await
-    .map_err(Error::catalog("scan", &target))
+    if let Some(columns) = select {
+        scan = scan.select(columns.iter().copied());
+    }
+    scan.build()
+        .map_err(Error::catalog("scan", &target))?
+        .to_arrow()
+        .await
+        .map_err(Error::catalog("scan", &target))
 }
 
 /// `table` as its readers should see it after an evolution: every snapshot

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
+use object_store::buffered::BufWriter;
 use object_store::path::{Path, PathPart};
 use object_store::{
     GetResultPayload, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
@@ -26,6 +27,49 @@ pub(crate) trait ObjectSink {
     fn size(&mut self, size: u64);
     /// The next piece of its content.
     fn piece(&mut self, piece: &[u8]) -> Result<()>;
+}
+
+/// An object streamed to an unnamed file in a local folder (the scratch
+/// folder): it is deleted once closed.
+pub(crate) struct FileSink {
+    out: std::io::BufWriter<std::fs::File>,
+    dir: std::path::PathBuf,
+}
+
+impl FileSink {
+    /// A new unnamed file in `dir`.
+    pub(crate) fn new(dir: &std::path::Path) -> Result<FileSink> {
+        let file = tempfile::tempfile_in(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(FileSink {
+            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The file written, rewound to its start.
+    pub(crate) fn into_file(self) -> Result<std::fs::File> {
+        let io = |source| Error::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        std::io::Seek::rewind(&mut file).map_err(io)?;
+        Ok(file)
+    }
+}
+
+impl ObjectSink for FileSink {
+    fn size(&mut self, _size: u64) {}
+
+    fn piece(&mut self, piece: &[u8]) -> Result<()> {
+        std::io::Write::write_all(&mut self.out, piece).map_err(|source| Error::Io {
+            path: self.dir.clone(),
+            source,
+        })
+    }
 }
 
 /// The storage settings of a run, with the AWS chain loaded when anything lives on S3.
@@ -176,6 +220,50 @@ pub struct Location {
     local_root: Option<std::path::PathBuf>,
 }
 
+/// The part size of an [`Upload`] (S3 needs 5 MiB at least).
+const UPLOAD_PART: usize = 8 << 20;
+
+/// An object being written ([`Location::upload`]).
+pub(crate) struct Upload {
+    writer: BufWriter,
+    object: String,
+}
+
+impl Upload {
+    /// Adds `bytes` to the object; a failed write aborts the upload.
+    pub(crate) async fn write(&mut self, bytes: Bytes) -> Result<()> {
+        if let Err(source) = self.writer.put(bytes).await {
+            self.abort().await;
+            return Err(Error::storage("put", self.object.clone())(source));
+        }
+        Ok(())
+    }
+
+    /// Completes the object: it is there, whole, once this returns (a
+    /// multipart upload that fails to complete is aborted by the writer).
+    pub(crate) async fn finish(mut self) -> Result<()> {
+        std::future::poll_fn(|cx| {
+            tokio::io::AsyncWrite::poll_shutdown(std::pin::Pin::new(&mut self.writer), cx)
+        })
+        .await
+        .map_err(|source| {
+            Error::storage("put", self.object.clone())(object_store::Error::Generic {
+                store: "upload",
+                source: Box::new(source),
+            })
+        })
+    }
+
+    /// Gives the upload up before [`Upload::finish`], its parts deleted (a
+    /// failure to is logged: the store's lifecycle rules clear parts never
+    /// completed).
+    pub(crate) async fn abort(&mut self) {
+        if let Err(error) = self.writer.abort().await {
+            tracing::warn!(object = %self.object, %error, "an unfinished upload could not be aborted");
+        }
+    }
+}
+
 /// An object found under a prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListedObject {
@@ -231,6 +319,20 @@ impl Location {
         Ok(())
     }
 
+    /// A writer of the object at `relative`, fed piece by piece: one
+    /// request for a small object, a multipart upload past
+    /// [`UPLOAD_PART`] (at most two parts in flight), so a large file is
+    /// never held whole. Nothing is there until [`Upload::finish`].
+    pub(crate) fn upload(&self, relative: &str) -> Upload {
+        let writer =
+            BufWriter::with_capacity(self.store.clone(), self.path(relative), UPLOAD_PART)
+                .with_max_concurrency(2);
+        Upload {
+            writer,
+            object: self.describe(relative),
+        }
+    }
+
     /// Writes `bytes` to `relative` only if nothing is there; returns false if something was.
     pub(crate) async fn put_if_absent(&self, relative: &str, bytes: Vec<u8>) -> Result<bool> {
         let options = PutOptions {
@@ -255,6 +357,15 @@ impl Location {
         match self.store.delete(&self.path(relative)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(source) => Err(Error::storage("delete", self.describe(relative))(source)),
+        }
+    }
+
+    /// Whether an object is at `relative`.
+    pub(crate) async fn exists(&self, relative: &str) -> Result<bool> {
+        match self.store.head(&self.path(relative)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(source) => Err(Error::storage("head", self.describe(relative))(source)),
         }
     }
 
@@ -331,6 +442,20 @@ impl Location {
             }));
         }
         Ok(read)
+    }
+
+    /// Copies the object at `relative` to an unnamed file in `dir` (the
+    /// system's temporary folder when `None`); returns it, to be read from
+    /// its start.
+    pub(crate) async fn copy_to_file(
+        &self,
+        relative: &str,
+        dir: Option<&std::path::Path>,
+    ) -> Result<std::fs::File> {
+        let dir = dir.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
+        let mut sink = FileSink::new(&dir)?;
+        self.stream_to(relative, &mut sink).await?;
+        sink.into_file()
     }
 
     /// Lists every object under `prefix`, sorted by path.

@@ -12,7 +12,7 @@ use iceberg::spec::DataFile;
 
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
-use crate::infra::storage::Location;
+use crate::infra::storage::{Location, ObjectSink};
 use crate::pipeline::write::Written;
 
 /// A run whose books closed: received == silver + quarantined + dropped + pending.
@@ -100,23 +100,100 @@ impl Counted {
     }
 }
 
-/// Reads a dq_error CSV back and counts its records (quoted newlines included).
+/// Reads a dq_error CSV back, as a stream, and counts its records (quoted
+/// newlines included, the header not).
 async fn count_csv_records(dq_error: &Location, path: &str) -> Result<u64> {
-    let bytes = dq_error.get(path).await?;
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_reader(bytes.as_ref());
-    let mut record = csv::ByteRecord::new();
-    let mut count = 0;
-    while reader.read_byte_record(&mut record).map_err(|e| {
-        // Our own file, just written: storage did not give it back whole.
-        let source = object_store::Error::Generic {
-            store: "dq_error",
-            source: Box::new(e),
-        };
-        Error::storage("read-back", dq_error.url_of(path))(source)
-    })? {
-        count += 1;
+    let mut count = RecordCount::default();
+    dq_error.stream_to(path, &mut count).await?;
+    Ok(count.finish())
+}
+
+/// Counts the records of a CSV file as its pieces come.
+struct RecordCount {
+    reader: csv_core::Reader,
+    records: u64,
+    /// Where the reader copies a record's fields (only counted: a record
+    /// larger than this just takes several calls).
+    output: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Default for RecordCount {
+    fn default() -> RecordCount {
+        RecordCount {
+            reader: csv_core::Reader::new(),
+            records: 0,
+            output: vec![0; 64 << 10],
+            ends: vec![0; 1024],
+        }
     }
-    Ok(count)
+}
+
+impl RecordCount {
+    /// Reads `input`; an empty one is the end of the file.
+    fn feed(&mut self, mut input: &[u8]) {
+        loop {
+            let (result, read, _, _) =
+                self.reader
+                    .read_record(input, &mut self.output, &mut self.ends);
+            input = &input[read..];
+            match result {
+                csv_core::ReadRecordResult::Record => self.records += 1,
+                csv_core::ReadRecordResult::OutputFull
+                | csv_core::ReadRecordResult::OutputEndsFull => {}
+                csv_core::ReadRecordResult::InputEmpty | csv_core::ReadRecordResult::End => {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The records counted, the header line not.
+    fn finish(mut self) -> u64 {
+        self.feed(&[]);
+        self.records.saturating_sub(1)
+    }
+}
+
+impl ObjectSink for RecordCount {
+    fn size(&mut self, _size: u64) {}
+
+    fn piece(&mut self, piece: &[u8]) -> Result<()> {
+        self.feed(piece);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecordCount;
+
+    fn counted(pieces: &[&[u8]]) -> u64 {
+        let mut count = RecordCount::default();
+        for piece in pieces {
+            count.feed(piece);
+        }
+        count.finish()
+    }
+
+    #[test]
+    fn records_are_counted_across_pieces_as_the_csv_reader_counts_them() {
+        let big = format!("h\n\"{}\"\n", "x".repeat(200_000));
+        let files: [&[u8]; 6] = [
+            b"",
+            b"a,b\n",
+            b"a,b\n1,2\n3,4",
+            b"a,b\r\n1,\"two\nlines\"\r\n3,4\r\n",
+            b"a\n\n1\n\n2\n",
+            big.as_bytes(),
+        ];
+        for file in files {
+            let expected = csv::Reader::from_reader(file).records().count() as u64;
+            assert_eq!(counted(&[file]), expected, "{}", String::from_utf8_lossy(file));
+            for cut in [1, 3, 7] {
+                let pieces: Vec<&[u8]> = file.chunks(cut).collect();
+                assert_eq!(counted(&pieces), expected, "in pieces of {cut}");
+            }
+        }
+    }
 }

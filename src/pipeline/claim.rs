@@ -22,7 +22,7 @@ use crate::core::drop::{DropFile, DropRef};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
 use crate::infra::ledger::find_committed;
-use crate::infra::storage::{ListedObject, Location, ObjectSink, Stores};
+use crate::infra::storage::{FileSink, ListedObject, Location, ObjectSink, Stores};
 
 /// What the claim found.
 #[derive(Debug)]
@@ -223,21 +223,17 @@ async fn fetch_drop(
         }
         hash.update(name.as_bytes());
         hash.update([0]);
-        let io = |source| Error::Io {
-            path: dir.clone(),
-            source,
-        };
         let mut copy = FileCopy {
             hash: &mut hash,
-            out: std::io::BufWriter::with_capacity(
-                1 << 20,
-                tempfile::tempfile_in(&dir).map_err(io)?,
-            ),
-            dir: &dir,
+            file: FileSink::new(&dir)?,
         };
         bronze.stream_to(&object.relative, &mut copy).await?;
-        let file = copy.out.into_inner().map_err(|e| io(e.into_error()))?;
-        files.push(DropFile::mapped(name, &file).map_err(io)?);
+        let file = copy.file.into_file()?;
+        let mapped = DropFile::mapped(name, &file).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        files.push(mapped);
     }
     if files.is_empty() {
         return Err(no_data_file(bronze, &prefix, listed_any));
@@ -253,8 +249,7 @@ async fn fetch_drop(
 /// its name, a zero byte, its size (8 bytes, little-endian), its content.
 struct FileCopy<'a> {
     hash: &'a mut Sha256,
-    out: std::io::BufWriter<std::fs::File>,
-    dir: &'a std::path::Path,
+    file: FileSink,
 }
 
 impl ObjectSink for FileCopy<'_> {
@@ -264,10 +259,7 @@ impl ObjectSink for FileCopy<'_> {
 
     fn piece(&mut self, piece: &[u8]) -> Result<()> {
         self.hash.update(piece);
-        std::io::Write::write_all(&mut self.out, piece).map_err(|source| Error::Io {
-            path: self.dir.to_path_buf(),
-            source,
-        })
+        self.file.piece(piece)
     }
 }
 

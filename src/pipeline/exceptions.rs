@@ -29,11 +29,13 @@ use crate::exceptions::backlog::{figures, states};
 use crate::exceptions::close::Closing;
 use crate::exceptions::figures::BacklogFigures;
 use crate::exceptions::record::{
-    ExceptionIds, RunRecord, declared_event, load_carried, missing_events, missing_record_key,
-    run_events,
+    ExceptionIds, RunRecord, declared_event, load_carried, missing_record_key,
+    write_missing_events, write_run_events,
 };
 use crate::exceptions::runs::read_summaries;
-use crate::exceptions::store::{append_events, has_run, load_or_create_exceptions, read_events};
+use crate::exceptions::store::{
+    EventWriter, has_run, load_or_create_exceptions, read_event_heads, read_missing_events,
+};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::pipeline::read::DropRows;
 use crate::stage::Stage;
@@ -83,33 +85,29 @@ pub(super) async fn record_events(
             .unwrap_or(now),
         now,
     };
-    let mut events = run_events(
+    let scratch = context.plan.resources.scratch_dir.as_deref();
+    let mut writer = EventWriter::new(&context.catalog, context.plan, &run.run_id);
+    let contract = &context.plan.contract;
+    write_run_events(
         &context.dq_error,
         set_aside_files,
-        ids,
-        &context.plan.contract,
-        &record,
+        (ids, contract, &record),
+        (&mut writer, scratch),
     )
     .await?;
     if context.plan.completeness.is_some() {
         let path = run.place().missing_file(&run.drop.contributor);
-        let contract = &context.plan.contract;
-        events.extend(missing_events(&context.dq_error, &path, contract, &record).await?);
+        let into = (&mut writer, scratch);
+        write_missing_events(&context.dq_error, &path, (contract, &record), into).await?;
         if let Some(declared) = declared {
-            events.extend(resolve_declared(context, declared, &record).await?);
+            writer
+                .write(&resolve_declared(context, declared, &record).await?)
+                .await?;
         }
     }
-    if !events.is_empty() {
-        append_events(
-            &context.catalog,
-            context.plan,
-            &events,
-            &run.run_key,
-            &run.place(),
-        )
-        .await?;
-    }
-    tracing::info!(events = events.len(), "exceptions recorded");
+    let events = writer.events();
+    writer.append(&run.run_key, &run.place()).await?;
+    tracing::info!(events, "exceptions recorded");
     Ok(())
 }
 
@@ -127,7 +125,7 @@ pub(super) async fn restore_missing_events(
     let mut files = BTreeMap::new();
     for destination in SetAside::ALL {
         let path = run.place().dq_file(destination, &run.drop.contributor);
-        if context.dq_error.get_opt(&path).await?.is_some() {
+        if context.dq_error.exists(&path).await? {
             files.insert(destination, path);
         }
     }
@@ -152,7 +150,7 @@ async fn resolve_declared(
     record: &RunRecord<'_>,
 ) -> Result<Vec<ExceptionEvent>> {
     let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
-    let events = read_events(&table, Some(&context.drop.contributor)).await?;
+    let events = read_missing_events(&table, &context.drop.contributor).await?;
     let states = states(&events);
     let open: HashMap<&str, &ExceptionEvent> = states
         .iter()
@@ -216,7 +214,7 @@ pub(super) async fn contributor_watch(
     let plan = context.plan;
     let table = load_or_create_exceptions(context.catalog.as_ref(), plan).await?;
     let contributor = &context.drop.contributor;
-    let events = read_events(&table, Some(contributor)).await?;
+    let events = read_event_heads(&table, Some(contributor)).await?;
     let backlog = figures(&states(&events), now, plan.exceptions.stale_after_days);
     let mut runs = Vec::new();
     if plan.alerts.watches_creep() {

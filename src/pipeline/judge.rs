@@ -11,7 +11,6 @@ use super::background::Background;
 use super::baseline::{Bucket, Missing, SpilledHistory};
 use super::claim::Claim;
 use super::context::Context;
-use super::evaluate::aggregate::MetricRows;
 use super::evaluate::committed::CommittedPeriods;
 use super::evaluate::reference::KnownKeys;
 use super::evaluate::{OutcomeCounts, RuleOutcome, Verdicts};
@@ -22,7 +21,7 @@ use super::{RunOptions, balance, baseline, evaluate, read, route, write};
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::keys::Buckets;
 use crate::core::set_aside::SetAside;
-use crate::core::spill::{Spill, SpillDir};
+use crate::core::spill::{Spill, SpillDir, SpilledTable};
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
 use crate::exceptions::store::read_missing_record;
@@ -125,7 +124,7 @@ pub(super) async fn judge_and_write(
     summary.aggregates = verdicts.periods().to_vec();
     summary.set_rule_outcomes(with_parse_outcome(
         &verdicts.outcomes,
-        batch.rejects.len() as u64,
+        batch.rows.rejected(),
         batch.received,
     ));
     laps.lap(summary, Stage::Evaluate);
@@ -148,7 +147,7 @@ pub(super) async fn judge_and_write(
         Some((_, relocated)) => relocated,
         None => silver,
     };
-    let mut router = route::Router::new(&plan.contract, &stamp);
+    let mut router = route::Router::new(&plan.contract, &stamp, (plan.mask_sensitive, &spill));
     let mut writers = datafile::SilverWriters::open(sink, &place.run_id);
     for (index, outcomes) in bucket_outcomes.into_iter().enumerate() {
         let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
@@ -167,14 +166,13 @@ pub(super) async fn judge_and_write(
     laps.lap(summary, Stage::Write);
     summary.baseline.rows_with_baseline = verdicts.with_baseline;
     summary.baseline.rows_without_baseline = verdicts.without_baseline;
-    let routed = router.finish(&batch.rejects, plan.mask_sensitive)?;
+    let routed = router.finish(batch.rows.rejects()?)?;
     summary.counts.warned = routed.warned;
     laps.lap(summary, Stage::Route);
 
     let contributor = &context.drop.contributor;
     let set_aside_files =
-        write::write_set_aside(&routed, &context.dq_out, &place, contributor).await?;
-    drop(routed);
+        write::write_set_aside(routed, &context.dq_out, (&place, contributor)).await?;
     let missing_file = write::write_missing(missing.as_ref(), context, &place, contributor).await?;
     summary.outputs.clear();
     if let (Some(path), false) = (missing_file, options.dry_run) {
@@ -227,7 +225,7 @@ struct FirstPass {
     /// Every bucket's outcomes, counted.
     counts: OutcomeCounts,
     /// Every bucket's metric rows, when aggregate rules are measured.
-    metric_rows: Option<MetricRows>,
+    metric_rows: Option<SpilledTable>,
     /// The committed periods the drop's periods are compared with.
     committed: Option<CommittedPeriods>,
 }
@@ -356,7 +354,7 @@ async fn first_pass(
             .push(spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?);
         laps.lap(summary, Stage::Evaluate);
     }
-    firsts.metric_rows = metric_schema.map(|schema| MetricRows {
+    firsts.metric_rows = metric_schema.map(|schema| SpilledTable {
         schema,
         spills: metric_spills,
         folder: metric_folder,

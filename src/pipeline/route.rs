@@ -3,17 +3,19 @@
 //! In: judged rows, bucket by bucket, and the read stage's parse rejects.
 //! Out: each bucket's Silver rows, stripped to the contract's columns
 //! (DESIGN.md invariant 3), then [`Routed`]: the rows set aside per
-//! destination in the dq_error shape: every contract
+//! destination (kept in the run's spill folder when it judges in buckets)
+//! in the dq_error shape: every contract
 //! column, provenance, the raw record of unparseable lines, the errors as
 //! JSON, the run id and a timestamp. Every row lands in exactly one place.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, ListArray, StringArray, StructArray, UInt8Array,
 };
-use arrow::compute::{SortColumn, filter_record_batch, lexsort_to_indices, take};
+use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde_json::json;
@@ -21,11 +23,12 @@ use serde_json::json;
 use crate::config::contract::Contract;
 use crate::config::rules::Severity;
 use crate::core::set_aside::SetAside;
+use crate::core::spill::{SpillDir, SpilledTable};
 use crate::error::{Error, Result};
 use crate::exceptions::record::ExceptionIds;
 use crate::pipeline::evaluate::DQ_SEVERITY;
 use crate::pipeline::mask::mask_set_aside;
-use crate::pipeline::read::{PARSE_RULE, ParseReject};
+use crate::pipeline::read::{PARSE_RULE, reject_columns};
 use crate::stage::Stage;
 use crate::transient::{
     DQ_ERRORS, DQ_RUN_ID, DQ_TIMESTAMP, EXCEPTION_ID, RAW_RECORD, SOURCE_FILE, SOURCE_LINE,
@@ -72,8 +75,11 @@ pub struct RunStamp {
 /// The rows set aside, by destination, once every bucket is routed.
 #[derive(Debug)]
 pub struct Routed {
-    /// Rows kept out of Silver, in the dq_error shape.
-    pub set_aside: BTreeMap<SetAside, RecordBatch>,
+    /// Rows kept out of Silver, in the dq_error shape (sensitive columns
+    /// masked when the plan says so), as runs each in the drop's order
+    /// (one per bucket, one of parse rejects): spilled to the scratch
+    /// folder when the drop was judged in buckets.
+    pub(crate) set_aside: BTreeMap<SetAside, SpilledTable>,
     /// Silver rows on which a warning fired.
     pub warned: u64,
 }
@@ -94,32 +100,49 @@ pub fn dq_schema(contract: &Contract) -> SchemaRef {
 }
 
 /// Sends a drop's judged rows to their destinations, bucket after bucket:
-/// Silver's rows go back to be written, the rows set aside are kept until
-/// every bucket is routed.
+/// Silver's rows go back to be written, the rows set aside are kept (in
+/// the run's spill folder when it has one) until every bucket is routed,
+/// each bucket's as one run in the drop's order.
 pub struct Router<'a> {
     contract: &'a Contract,
     schema: SchemaRef,
     stamp: &'a RunStamp,
-    set_aside: BTreeMap<SetAside, Vec<RecordBatch>>,
+    mask_sensitive: bool,
+    spill: &'a SpillDir,
+    set_aside: BTreeMap<SetAside, SpilledTable>,
+    /// Runs kept so far (each named after its number).
+    runs: usize,
     warned: u64,
 }
 
+/// Rows per batch of a run kept: a merge holds one batch of each run.
+const RUN_BATCH_ROWS: usize = 4096;
+
 impl<'a> Router<'a> {
-    /// Nothing routed yet.
-    pub fn new(contract: &'a Contract, stamp: &'a RunStamp) -> Router<'a> {
+    /// Nothing routed yet; rows set aside will be kept in `spill`, their
+    /// sensitive columns masked when `mask_sensitive`.
+    pub(crate) fn new(
+        contract: &'a Contract,
+        stamp: &'a RunStamp,
+        (mask_sensitive, spill): (bool, &'a SpillDir),
+    ) -> Router<'a> {
         Router {
             contract,
             schema: dq_schema(contract),
             stamp,
+            mask_sensitive,
+            spill,
             set_aside: BTreeMap::new(),
+            runs: 0,
             warned: 0,
         }
     }
 
-    /// Routes one bucket's judged rows; returns its Silver rows, stripped
-    /// to the contract's columns.
+    /// Routes one bucket's judged rows (in the drop's order); returns its
+    /// Silver rows, stripped to the contract's columns.
     pub fn route(&mut self, judged: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
         let mut silver = Vec::with_capacity(judged.len());
+        let mut set_aside: BTreeMap<SetAside, Vec<RecordBatch>> = BTreeMap::new();
         for batch in judged {
             let severity = worst_severities(batch)?;
             let destinations: Vec<Option<SetAside>> =
@@ -141,66 +164,72 @@ impl<'a> Router<'a> {
                 let rows = filter(batch, &mask)?;
                 if rows.num_rows() > 0 {
                     let rows = dq_rows(self.contract, &self.schema, &rows, self.stamp)?;
-                    self.set_aside.entry(destination).or_default().push(rows);
+                    set_aside.entry(destination).or_default().push(rows);
                 }
             }
+        }
+        for (destination, batches) in set_aside {
+            self.keep(destination, batches.into_iter().map(Ok))?;
         }
         Ok(silver)
     }
 
-    /// Every row set aside, the parse `rejects` with them, in the order
-    /// they stood in the drop; with `mask_sensitive`, their sensitive
-    /// columns masked.
-    pub fn finish(mut self, rejects: &[ParseReject], mask_sensitive: bool) -> Result<Routed> {
-        if !rejects.is_empty() {
-            let rows = reject_rows(self.contract, &self.schema, rejects, self.stamp)?;
-            self.set_aside
-                .entry(SetAside::Quarantine)
-                .or_default()
-                .push(rows);
+    /// Keeps `batches` (in the dq_error shape, in the drop's order) as one
+    /// run of `destination`, masked if so, in small batches.
+    fn keep(
+        &mut self,
+        destination: SetAside,
+        batches: impl Iterator<Item = Result<RecordBatch>>,
+    ) -> Result<()> {
+        let kept = match self.set_aside.entry(destination) {
+            Entry::Occupied(kept) => kept.into_mut(),
+            Entry::Vacant(new) => {
+                let folder = self
+                    .spill
+                    .folder(&format!("set-aside-{}", destination.kind()))?;
+                new.insert(SpilledTable {
+                    schema: self.schema.clone(),
+                    spills: Vec::new(),
+                    folder,
+                })
+            }
+        };
+        let name = format!("run-{}", self.runs);
+        self.runs += 1;
+        let mut writer = self.spill.writer((kept.folder.as_deref(), &name), &self.schema)?;
+        for batch in batches {
+            let batch = batch?;
+            let batch = match self.mask_sensitive {
+                true => mask_set_aside(self.contract, &batch)?,
+                false => batch,
+            };
+            for start in (0..batch.num_rows()).step_by(RUN_BATCH_ROWS) {
+                let rows = RUN_BATCH_ROWS.min(batch.num_rows() - start);
+                writer.write(&batch.slice(start, rows))?;
+            }
         }
-        let set_aside = std::mem::take(&mut self.set_aside)
-            .into_iter()
-            .map(|(k, parts)| {
-                let rows = in_file_order(&self.schema, &parts)?;
-                let rows = match mask_sensitive {
-                    true => mask_set_aside(self.contract, &rows)?,
-                    false => rows,
-                };
-                Ok((k, rows))
-            })
-            .collect::<Result<_>>()?;
+        kept.spills.push(writer.finish()?);
+        Ok(())
+    }
+
+    /// Every row set aside, the parse `rejects` (batches of
+    /// [`reject_columns`], in the drop's order) with them.
+    pub fn finish(
+        mut self,
+        mut rejects: impl Iterator<Item = Result<RecordBatch>>,
+    ) -> Result<Routed> {
+        if let Some(first) = rejects.next() {
+            let (contract, schema, stamp) = (self.contract, self.schema.clone(), self.stamp);
+            let rows = std::iter::once(first)
+                .chain(rejects)
+                .map(|batch| reject_rows(contract, &schema, &batch?, stamp));
+            self.keep(SetAside::Quarantine, rows)?;
+        }
         Ok(Routed {
-            set_aside,
+            set_aside: std::mem::take(&mut self.set_aside),
             warned: self.warned,
         })
     }
-}
-
-/// One batch of set-aside rows in the order they stood in the drop (file, line).
-fn in_file_order(schema: &SchemaRef, parts: &[RecordBatch]) -> Result<RecordBatch> {
-    let all = arrow::compute::concat_batches(schema, parts).map_err(Error::arrow(Stage::Route))?;
-    let sort_by = [SOURCE_FILE, SOURCE_LINE]
-        .iter()
-        .map(|name| {
-            let values = all
-                .column_by_name(name)
-                .cloned()
-                .ok_or_else(|| Error::Internal(format!("route: {name} is missing")))?;
-            Ok(SortColumn {
-                values,
-                options: None,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let order = lexsort_to_indices(&sort_by, None).map_err(Error::arrow(Stage::Route))?;
-    let columns = all
-        .columns()
-        .iter()
-        .map(|c| take(c.as_ref(), &order, None))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::arrow(Stage::Route))?;
-    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Route))
 }
 
 fn filter(batch: &RecordBatch, mask: &BooleanArray) -> Result<RecordBatch> {
@@ -286,33 +315,44 @@ fn stamp_columns(stamp: &RunStamp, rows: usize) -> [ArrayRef; 2] {
     ]
 }
 
+/// Parse rejects (a batch of [`reject_columns`]) in the dq_error shape:
+/// no typed value, their raw record and the parse rule's reason.
 fn reject_rows(
     contract: &Contract,
     schema: &SchemaRef,
-    rejects: &[ParseReject],
+    rejects: &RecordBatch,
     stamp: &RunStamp,
 ) -> Result<RecordBatch> {
-    let rows = rejects.len();
+    let rows = rejects.num_rows();
+    let text = |index: usize| {
+        rejects
+            .column(index)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| Error::Internal("route: a parse reject column is not text".to_string()))
+    };
+    let (files, raws, reasons) = (
+        text(reject_columns::FILE)?,
+        text(reject_columns::RAW)?,
+        text(reject_columns::REASON)?,
+    );
+    let lines = rejects
+        .column(reject_columns::LINE)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| Error::Internal("route: a parse reject's line is not a number".to_string()))?;
     let mut columns: Vec<ArrayRef> = schema.fields()[..contract.columns.len()]
         .iter()
         .map(|f| arrow::array::new_null_array(f.data_type(), rows))
         .collect();
-    columns.push(Arc::new(StringArray::from_iter_values(
-        rejects
-            .iter()
-            .map(|r| stamp.exception_ids.id_of(&r.file, r.line)),
-    )));
-    columns.push(Arc::new(StringArray::from_iter_values(
-        rejects.iter().map(|r| r.file.as_str()),
-    )));
-    columns.push(Arc::new(Int64Array::from_iter_values(
-        rejects.iter().map(|r| r.line as i64),
-    )));
-    columns.push(Arc::new(StringArray::from_iter_values(
-        rejects.iter().map(|r| r.raw.as_str()),
-    )));
-    let errors = rejects.iter().map(|r| {
-        json!([{"rule": PARSE_RULE, "severity": Severity::Quarantine.as_str(), "message": r.reason}]).to_string()
+    columns.push(Arc::new(StringArray::from_iter_values((0..rows).map(
+        |r| stamp.exception_ids.id_of(files.value(r), lines.value(r).max(0) as u64),
+    ))));
+    columns.push(Arc::new(files.clone()));
+    columns.push(Arc::new(lines.clone()));
+    columns.push(Arc::new(raws.clone()));
+    let errors = reasons.iter().map(|reason| {
+        json!([{"rule": PARSE_RULE, "severity": Severity::Quarantine.as_str(), "message": reason.unwrap_or_default()}]).to_string()
     });
     columns.push(Arc::new(StringArray::from_iter_values(errors)));
     columns.extend(stamp_columns(stamp, rows));

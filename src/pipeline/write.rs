@@ -8,19 +8,24 @@
 
 use std::collections::BTreeMap;
 
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-
+use bytes::Bytes;
+use futures::{Stream, TryStreamExt};
 use iceberg::spec::DataFile;
 
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
-use crate::infra::storage::Location;
+use crate::core::merge::Merge;
+use crate::core::spill::Spill;
+use crate::infra::storage::{Location, Upload};
 use crate::pipeline::baseline::Missing;
 use crate::pipeline::context::Context;
 use crate::pipeline::mask::mask_set_aside;
 use crate::pipeline::route::Routed;
 use crate::stage::Stage;
+use crate::transient::{SOURCE_FILE, SOURCE_LINE};
 
 /// What a run wrote, before the commit.
 #[derive(Debug)]
@@ -31,19 +36,27 @@ pub struct Written {
     pub set_aside_files: BTreeMap<SetAside, String>,
 }
 
-/// Writes the set-aside rows as CSV files; returns their paths.
-pub async fn write_set_aside(
-    routed: &Routed,
+/// Writes the set-aside rows as CSV files, each in the order its rows
+/// stood in the drop (file, line: the runs the router kept merged) and
+/// uploaded as it streams; returns their paths.
+pub(crate) async fn write_set_aside(
+    routed: Routed,
     dq_error: &Location,
-    place: &RunPlace,
-    contributor: &str,
+    (place, contributor): (&RunPlace, &str),
 ) -> Result<BTreeMap<SetAside, String>> {
     let mut set_aside_files = BTreeMap::new();
     for destination in SetAside::ALL {
         let path = place.dq_file(destination, contributor);
         match routed.set_aside.get(&destination) {
             Some(rows) => {
-                dq_error.put(&path, to_csv(rows)?).await?;
+                let runs = rows
+                    .spills
+                    .iter()
+                    .map(Spill::batches)
+                    .collect::<Result<Vec<_>>>()?;
+                let merged = Merge::new(&rows.schema, (SOURCE_FILE, SOURCE_LINE), runs)?;
+                let batches = futures::stream::iter(merged);
+                write_csv(dq_error, &path, (rows.schema.clone(), batches)).await?;
                 set_aside_files.insert(destination, path);
             }
             // An earlier judgement or attempt of this run may have left one.
@@ -77,17 +90,55 @@ pub(super) async fn write_missing(
         true => mask_set_aside(&context.plan.contract, rows)?,
         false => rows.clone(),
     };
-    context.dq_out.put(&path, to_csv(&rows)?).await?;
+    let schema = rows.schema();
+    let batches = futures::stream::iter([Ok(rows)]);
+    write_csv(&context.dq_out, &path, (schema, batches)).await?;
     Ok(Some(path))
 }
 
-fn to_csv(rows: &RecordBatch) -> Result<Vec<u8>> {
+/// Writes `batches` (of `schema`) to `path` as one CSV file with a header,
+/// batch by batch; a failure leaves no file.
+async fn write_csv(
+    location: &Location,
+    path: &str,
+    (schema, batches): (SchemaRef, impl Stream<Item = Result<RecordBatch>>),
+) -> Result<()> {
+    let mut upload = location.upload(path);
+    match upload_csv(&mut upload, (schema, batches)).await {
+        Ok(()) => upload.finish().await,
+        Err(error) => {
+            upload.abort().await;
+            Err(error)
+        }
+    }
+}
+
+async fn upload_csv(
+    upload: &mut Upload,
+    (schema, batches): (SchemaRef, impl Stream<Item = Result<RecordBatch>>),
+) -> Result<()> {
+    let mut batches = std::pin::pin!(batches);
+    let mut header = true;
+    while let Some(batch) = batches.try_next().await? {
+        upload.write(csv_bytes(&batch, header)?).await?;
+        header = false;
+    }
+    if header {
+        upload
+            .write(csv_bytes(&RecordBatch::new_empty(schema), true)?)
+            .await?;
+    }
+    Ok(())
+}
+
+/// `rows` as CSV, after a header line when `header`.
+fn csv_bytes(rows: &RecordBatch, header: bool) -> Result<Bytes> {
     let mut out = Vec::new();
     {
         let mut writer = arrow::csv::WriterBuilder::new()
-            .with_header(true)
+            .with_header(header)
             .build(&mut out);
         writer.write(rows).map_err(Error::arrow(Stage::Write))?;
     }
-    Ok(out)
+    Ok(Bytes::from(out))
 }

@@ -229,12 +229,7 @@ pub fn evaluate(
         .collect();
     let mut alerts = Vec::new();
     for contributor in contributors {
-        let mine: Vec<ExceptionEvent> = events
-            .iter()
-            .filter(|e| e.contributor == contributor)
-            .cloned()
-            .collect();
-        let states = states(&mine);
+        let states = states(events.iter().filter(|e| e.contributor == contributor));
         alerts.extend(
             settings
                 .stale_after_days

@@ -15,18 +15,18 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::NaiveDate;
-use datafusion::datasource::file_format::options::ArrowReadOptions;
 use datafusion::prelude::SessionContext;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 
 use super::committed::CommittedPeriods;
 use super::metrics::{drop_metric_columns, metrics_by_period_sql};
 use crate::config::rules::Metric;
 use crate::config::rules::Rule;
 use crate::config::values::UNIX_EPOCH_FROM_CE;
-use crate::core::spill::{SPILL_EXTENSION, Spill};
-use crate::core::sql::{QueryMemory, collect, new_session, quote, register_table, run_frame};
+use crate::core::spill::SpilledTable;
+use crate::core::sql::{
+    QueryMemory, collect, new_session, quote, register_spilled, register_table, run_frame,
+};
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::{Baselined, Missing};
 use crate::pipeline::evaluate::{Outcome, rule_failure};
@@ -83,21 +83,11 @@ pub async fn metric_rows(
     collect(rows, Stage::Aggregate).await
 }
 
-/// Every bucket's metric rows ([`metric_rows`]), as kept.
-pub(crate) struct MetricRows {
-    /// Their schema.
-    pub(crate) schema: SchemaRef,
-    /// One spill per bucket.
-    pub(crate) spills: Vec<Spill>,
-    /// The folder of the spills, when they are files.
-    pub(crate) folder: Option<PathBuf>,
-}
-
 /// Computes the drop's periods' metrics and evaluates `rules` (all of
 /// aggregate scope) for every period of the drop, against the committed
 /// periods; `missing`: the entities the drop leaves out, counted per period.
 pub(crate) async fn evaluate_aggregates(
-    rows: Option<MetricRows>,
+    rows: Option<SpilledTable>,
     (metrics, missing): (&[Metric], Option<&Missing>),
     rules: &[&Rule],
     (average_periods, committed): (u32, Option<CommittedPeriods>),
@@ -148,31 +138,10 @@ fn missing_counts_sql(missing: &Missing) -> String {
 /// count of entities its period leaves out when `missing` is known.
 async fn register_metric_rows(
     ctx: &SessionContext,
-    rows: MetricRows,
+    rows: SpilledTable,
     missing: Option<&Missing>,
 ) -> Result<()> {
-    let query = Error::query(Stage::Aggregate);
-    match &rows.folder {
-        Some(folder) => {
-            let options = ArrowReadOptions {
-                schema: Some(rows.schema.as_ref()),
-                file_extension: SPILL_EXTENSION,
-                ..Default::default()
-            };
-            ctx.register_arrow("metric_rows", &folder.to_string_lossy(), options)
-                .await
-                .map_err(query)?;
-        }
-        None => {
-            let batches = rows
-                .spills
-                .iter()
-                .map(Spill::read)
-                .collect::<Result<Vec<_>>>()?;
-            let batches = batches.into_iter().flatten().collect();
-            register_table(ctx, "metric_rows", (rows.schema, batches), Stage::Aggregate)?;
-        }
-    }
+    register_spilled(ctx, "metric_rows", rows, Stage::Aggregate).await?;
     // The counts per period, as a CASE over the drop's few periods (a join
     // would hold every metric row in a hash table that cannot spill).
     let sql = match missing {

@@ -1,10 +1,14 @@
 //! Compressed CSV: `.csv.gz` (gzip) and `.csv.zst` (Zstandard) are
-//! decompressed whole before parsing, so they read exactly as the plain file
-//! would (same lines, same rejects). A file named `.csv` whose first bytes are
-//! a gzip or Zstandard frame is decompressed too. A plain CSV is passed
-//! through untouched: only its first four bytes are looked at.
+//! decompressed, as a stream, to an unnamed file in the scratch folder
+//! (`[resources] scratch_dir`) before parsing, and read through a mapping
+//! as a copied drop file is: they read exactly as the plain file would
+//! (same lines, same rejects) and the text is never held in memory whole.
+//! A file named `.csv` whose first bytes are a gzip or Zstandard frame is
+//! decompressed too. A plain CSV is passed through untouched: only its
+//! first four bytes are looked at.
 
-use std::io::Read;
+use std::io::Seek;
+use std::path::Path;
 
 use crate::core::drop::DropFile;
 use crate::error::{Error, Result};
@@ -40,9 +44,14 @@ pub(super) fn is_csv(lower: &str) -> bool {
         .any(|ext| lower.ends_with(ext))
 }
 
-/// The file decompressed, or `None` when it is plain CSV. `lower` is its
-/// name in lower case.
-pub(super) fn decompressed(lower: &str, file: &DropFile) -> Result<Option<DropFile>> {
+/// The file decompressed to an unnamed file in `scratch` (the system's
+/// temporary folder when `None`), or `None` when it is plain CSV. `lower`
+/// is its name in lower case.
+pub(super) fn decompressed(
+    lower: &str,
+    file: &DropFile,
+    scratch: Option<&Path>,
+) -> Result<Option<DropFile>> {
     let by_magic = if file.bytes.starts_with(GZIP_MAGIC) {
         Some(Codec::Gzip)
     } else if file.bytes.starts_with(ZSTD_MAGIC) {
@@ -73,20 +82,47 @@ pub(super) fn decompressed(lower: &str, file: &DropFile) -> Result<Option<DropFi
         }
         (_, Some(found)) => found,
     };
-    let mut plain = Vec::with_capacity(file.bytes.len().saturating_mul(4));
-    let read = match codec {
-        Codec::Gzip => flate2::read::MultiGzDecoder::new(&file.bytes[..]).read_to_end(&mut plain),
-        Codec::Zstd => zstd::stream::read::Decoder::new(&file.bytes[..])
-            .and_then(|mut decoder| decoder.read_to_end(&mut plain)),
+    let parent = scratch.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let io = |source| Error::Io {
+        path: parent.clone(),
+        source,
     };
-    read.map_err(|e| bad(file, format!("cannot decompress ({}): {e}", codec.name())))?;
-    tracing::debug!(file = %file.name, codec = codec.name(), bytes = plain.len(), "decompressed");
+    let mut plain = tempfile::tempfile_in(&parent).map_err(io)?;
+    let written = match codec {
+        Codec::Gzip => std::io::copy(
+            &mut flate2::read::MultiGzDecoder::new(&file.bytes[..]),
+            &mut plain,
+        ),
+        Codec::Zstd => zstd::stream::read::Decoder::new(&file.bytes[..])
+            .and_then(|mut decoder| std::io::copy(&mut decoder, &mut plain)),
+    };
+    let written = written.map_err(|e| decompression_failed(file, codec, e, &parent))?;
+    plain.rewind().map_err(io)?;
+    tracing::debug!(file = %file.name, codec = codec.name(), bytes = written, "decompressed");
     // The compressed file is read: its pages go back to the system.
     file.release(0..file.bytes.len());
-    Ok(Some(DropFile::new(
-        file.name.clone(),
-        bytes::Bytes::from(plain),
-    )))
+    DropFile::mapped(file.name.clone(), &plain)
+        .map(Some)
+        .map_err(io)
+}
+
+/// A decompression that stopped: the file's fault, unless writing the
+/// scratch folder failed (it is full, say).
+fn decompression_failed(
+    file: &DropFile,
+    codec: Codec,
+    error: std::io::Error,
+    scratch: &Path,
+) -> Error {
+    match error.kind() {
+        std::io::ErrorKind::StorageFull
+        | std::io::ErrorKind::PermissionDenied
+        | std::io::ErrorKind::QuotaExceeded => Error::Io {
+            path: scratch.to_path_buf(),
+            source: error,
+        },
+        _ => bad(file, format!("cannot decompress ({}): {error}", codec.name())),
+    }
 }
 
 fn bad(file: &DropFile, reason: String) -> Error {
@@ -128,10 +164,23 @@ mod tests {
                 "{name}"
             );
             assert_eq!(batch.received, plain.received, "{name}");
-            assert_eq!(batch.rejects.len(), 1, "{name}");
-            assert_eq!(batch.rejects[0].line, 3, "{name}");
-            assert_eq!(batch.rejects[0].raw, "B,2026-02-30,2", "{name}");
+            assert_eq!(batch.rejects().len(), 1, "{name}");
+            assert_eq!(batch.rejects()[0].line, 3, "{name}");
+            assert_eq!(batch.rejects()[0].raw, "B,2026-02-30,2", "{name}");
         }
+    }
+
+    #[test]
+    fn a_compressed_file_is_decompressed_into_the_scratch_folder() {
+        let compressed = file("a.csv.gz", &gzip(CSV.as_bytes()));
+        let scratch = tempfile::tempdir().unwrap();
+        let gone = scratch.path().join("gone");
+        let err = super::decompressed("a.csv.gz", &compressed, Some(&gone)).unwrap_err();
+        assert!(err.to_string().contains("gone"), "{err}");
+        let plain = super::decompressed("a.csv.gz", &compressed, Some(scratch.path()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(&plain.bytes[..], CSV.as_bytes());
     }
 
     #[test]

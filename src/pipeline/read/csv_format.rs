@@ -499,7 +499,7 @@ pub(super) mod tests {
     fn bom_crlf_quotes_blank_lines_and_free_column_order_are_read() {
         let csv = "\u{FEFF}note,amount,day,id\r\n\"a, \"\"quoted\"\"\nnote\",1.25,2026-01-31,A\r\n,2,2026-02-28,B\r\n\r\n\r\n";
         let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
-        assert!(batch.rejects.is_empty(), "{:?}", batch.rejects);
+        assert!(batch.rejects().is_empty(), "{:?}", batch.rejects());
         assert_eq!(batch.received, 2);
         let rows = batch.rows.whole().unwrap();
         let notes = rows
@@ -528,7 +528,7 @@ pub(super) mod tests {
         assert_eq!(batch.received, 5);
         assert_eq!(batch.rows.num_rows(), 1);
         let got: Vec<(u64, &str, &str)> = batch
-            .rejects
+            .rejects()
             .iter()
             .map(|r| (r.line, r.raw.as_str(), r.reason.as_str()))
             .collect();
@@ -555,7 +555,7 @@ pub(super) mod tests {
         assert_eq!(batch.rows.num_rows(), 1);
         assert_eq!(batch.received, 4);
         let got: Vec<(u64, &str)> = batch
-            .rejects
+            .rejects()
             .iter()
             .map(|r| (r.line, r.raw.as_str()))
             .collect();
@@ -567,8 +567,8 @@ pub(super) mod tests {
                 (5, "D,2026-01-31,4")
             ]
         );
-        assert!(batch.rejects[0].reason.contains("unterminated quote"));
-        assert!(batch.rejects[2].reason.contains("line 3"));
+        assert!(batch.rejects()[0].reason.contains("unterminated quote"));
+        assert!(batch.rejects()[2].reason.contains("line 3"));
     }
 
     /// A file's chunks as one: columns, lines, problems (rows counted
@@ -712,7 +712,7 @@ mod properties {
             let mut bytes = b"id,day,amount,note\n".to_vec();
             bytes.extend_from_slice(&body);
             let batch = read_drop(&contract(), &[file("p.csv", &bytes)]).unwrap();
-            prop_assert_eq!(batch.received, batch.rows.num_rows() as u64 + batch.rejects.len() as u64);
+            prop_assert_eq!(batch.received, batch.rows.num_rows() as u64 + batch.rejects().len() as u64);
         }
 
         /// Whatever the bytes, a file read in pieces reads exactly as it does whole.
@@ -732,7 +732,7 @@ mod properties {
                 text.push_str(&format!("A{i},2026-01-31,1.00,\"{}\"\n", note.replace('"', "\"\"")));
             }
             let batch = read_drop(&contract(), &[file("p.csv", text.as_bytes())]).unwrap();
-            prop_assert!(batch.rejects.is_empty(), "{:?}", batch.rejects);
+            prop_assert!(batch.rejects().is_empty(), "{:?}", batch.rejects());
             let rows = batch.rows.whole().unwrap();
             let column = rows.column(3).as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
             for (i, note) in notes.iter().enumerate() {

@@ -2,17 +2,22 @@
 //! into the buckets of entities the run judges one after the other (kept in
 //! the scratch folder when there are several), with what the run needs to
 //! know of the whole drop gathered on the way: its count, nulls per column,
-//! and order dates.
+//! and order dates; and the records that could not be parsed, kept beside
+//! the rows (a drop whose every line is broken is as large as its rows).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arrow::array::{Array, ArrayRef, Date32Array};
-use arrow::datatypes::SchemaRef;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Date32Array, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
+use crate::core::merge::Batches;
 use crate::core::spill::{Spill, SpillDir, SpillWriter};
+use super::ParseReject;
 use crate::error::{Error, Result};
 use crate::pipeline::summary::ColumnNulls;
 use crate::stage::Stage;
@@ -29,6 +34,10 @@ pub struct DropRows {
     days: BTreeSet<i32>,
     /// Positions of the entity key and order columns.
     declared: Vec<usize>,
+    /// The records that could not be parsed, as [`reject_batch`]es (in the
+    /// spill folder with the rows).
+    rejects: Spill,
+    rejected: u64,
 }
 
 /// Where the rows are.
@@ -53,6 +62,8 @@ pub struct DropRowsWriter {
     rows: u64,
     nulls: Vec<u64>,
     days: BTreeSet<i32>,
+    rejects: SpillWriter,
+    rejected: u64,
 }
 
 impl DropRows {
@@ -80,7 +91,10 @@ impl DropRows {
         let writers = (0..buckets.count())
             .map(|b| dir.writer((None, &format!("drop-{b}")), &schema))
             .collect::<Result<_>>()?;
+        let rejects = dir.writer((None, "rejects"), &reject_schema())?;
         Ok(DropRowsWriter {
+            rejects,
+            rejected: 0,
             buckets,
             dir,
             writers,
@@ -146,6 +160,17 @@ impl DropRows {
     pub fn column_nulls(&self) -> &ColumnNulls {
         &self.nulls
     }
+
+    /// How many records could not be parsed.
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    /// The records that could not be parsed, a [`reject_batch`] at a time,
+    /// in the drop's order.
+    pub(crate) fn rejects(&self) -> Result<Batches<'_>> {
+        self.rejects.batches()
+    }
 }
 
 impl DropRowsWriter {
@@ -176,6 +201,18 @@ impl DropRowsWriter {
             }
         }
         Ok(())
+    }
+
+    /// Adds records that could not be parsed: one chunk's, whose lines
+    /// follow the chunks' before (kept sorted by file and line, the
+    /// rejects are in the drop's order).
+    pub fn reject(&mut self, mut rejects: Vec<ParseReject>) -> Result<()> {
+        if rejects.is_empty() {
+            return Ok(());
+        }
+        rejects.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+        self.rejected += rejects.len() as u64;
+        self.rejects.write(&reject_batch(&rejects)?)
     }
 
     /// The rows read, by bucket.
@@ -214,6 +251,44 @@ impl DropRowsWriter {
             },
             days: self.days,
             declared: self.declared,
+            rejects: self.rejects.finish()?,
+            rejected: self.rejected,
         })
     }
+}
+
+/// The columns of a [`reject_batch`].
+pub(crate) mod reject_columns {
+    /// The file, relative to the drop.
+    pub const FILE: usize = 0;
+    /// The line (or row number).
+    pub const LINE: usize = 1;
+    /// The record as it was.
+    pub const RAW: usize = 2;
+    /// Why it could not be parsed.
+    pub const REASON: usize = 3;
+}
+
+fn reject_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("file", DataType::Utf8, false),
+        Field::new("line", DataType::Int64, false),
+        Field::new("raw", DataType::Utf8, false),
+        Field::new("reason", DataType::Utf8, false),
+    ]))
+}
+
+/// `rejects` as a batch of [`reject_columns`].
+fn reject_batch(rejects: &[ParseReject]) -> Result<RecordBatch> {
+    let text = |value: fn(&ParseReject) -> &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(rejects.iter().map(value)))
+    };
+    let lines = Int64Array::from_iter_values(rejects.iter().map(|r| r.line as i64));
+    let columns = vec![
+        text(|r| &r.file),
+        Arc::new(lines),
+        text(|r| &r.raw),
+        text(|r| &r.reason),
+    ];
+    RecordBatch::try_new(reject_schema(), columns).map_err(Error::arrow(Stage::Read))
 }

@@ -13,7 +13,9 @@ mod parquet_format;
 mod typing;
 
 pub use drop_rows::{DropRows, DropRowsWriter};
+pub(crate) use drop_rows::reject_columns;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, Int64Array};
@@ -38,10 +40,9 @@ pub const PARSE_RULE: &str = "parse";
 #[derive(Debug)]
 pub struct Batch {
     /// Typed rows: the contract's columns plus `_source_file` and
-    /// `_source_line`, by bucket of entities.
+    /// `_source_line`, by bucket of entities, and the records that could
+    /// not be parsed.
     pub rows: DropRows,
-    /// Records that could not be parsed.
-    pub rejects: Vec<ParseReject>,
     /// Every record received, parsed or not.
     pub received: u64,
     /// Files whose columns differ from the contract's.
@@ -53,7 +54,6 @@ impl Batch {
     pub fn of(rows: DropRows, tally: Tally) -> Batch {
         Batch {
             rows,
-            rejects: tally.rejects,
             received: tally.received,
             drift: tally.drift,
         }
@@ -74,7 +74,7 @@ impl Batch {
         summary.column_nulls = Some(self.rows.column_nulls().clone());
         tracing::info!(
             received = self.received,
-            parse_rejects = self.rejects.len(),
+            parse_rejects = self.rows.rejected(),
             "read"
         );
     }
@@ -138,37 +138,34 @@ pub fn batch_schema(contract: &Contract) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Reads every file of the drop, handing `rows` its typed rows a chunk at
-/// a time; returns what was read besides them.
-pub fn read_drop_into(
+/// Reads every file of the drop, handing `rows` its typed rows and its
+/// parse rejects a chunk at a time; returns what was read besides them. A
+/// compressed file is decompressed to `scratch` (the system's temporary
+/// folder when `None`).
+fn read_drop_into(
     contract: &Contract,
-    files: &[DropFile],
-    rows: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    (files, scratch): (&[DropFile], Option<&Path>),
+    rows: &mut DropRowsWriter,
 ) -> Result<Tally> {
     let schema = batch_schema(contract);
     let mut tally = Tally::default();
     for file in files {
-        read_typed_chunks(contract, file, &mut |mut table| {
+        read_typed_chunks(contract, (file, scratch), &mut |mut table| {
             tally.received += (table.lines.len() + table.rejects.len()) as u64;
             if !table.drift.extra_columns.is_empty() || !table.drift.missing_columns.is_empty() {
                 tally.drift.push(std::mem::take(&mut table.drift));
             }
             let (good, rejects) = keep_readable_rows(&schema, table)?;
-            tally.rejects.extend(rejects);
-            rows(good)
+            rows.reject(rejects)?;
+            rows.add(&good)
         })?;
     }
-    tally
-        .rejects
-        .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     Ok(tally)
 }
 
-/// What a read found besides the typed rows.
+/// What a read found besides the rows and the rejects.
 #[derive(Debug, Default)]
 pub struct Tally {
-    /// Records that could not be parsed.
-    pub rejects: Vec<ParseReject>,
     /// Every record received, parsed or not.
     pub received: u64,
     /// Files whose columns differ from the contract's.
@@ -180,7 +177,7 @@ pub struct Tally {
 pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
     read_into(
         contract,
-        files,
+        (files, None),
         (Buckets::new(1), SpillDir::new(false, None)?),
     )
 }
@@ -202,17 +199,18 @@ pub fn read_drop_in_buckets(
             "judging the drop in buckets of entities (resources.memory_limit, resources.bucket_rows)"
         );
     }
-    let dir = SpillDir::new(buckets.count() > 1, budget.scratch_dir.as_deref())?;
-    read_into(contract, files, (buckets, dir))
+    let scratch = budget.scratch_dir.as_deref();
+    let dir = SpillDir::new(buckets.count() > 1, scratch)?;
+    read_into(contract, (files, scratch), (buckets, dir))
 }
 
 fn read_into(
     contract: &Contract,
-    files: &[DropFile],
+    files: (&[DropFile], Option<&Path>),
     (buckets, dir): (Buckets, SpillDir),
 ) -> Result<Batch> {
     let mut rows = DropRows::writer(contract, buckets, dir)?;
-    let tally = read_drop_into(contract, files, &mut |chunk| rows.add(&chunk))?;
+    let tally = read_drop_into(contract, files, &mut rows)?;
     Ok(Batch::of(rows.finish()?, tally))
 }
 
@@ -240,7 +238,7 @@ const COUNT_WINDOW: usize = 64 << 20;
 
 fn read_typed_chunks(
     contract: &Contract,
-    file: &DropFile,
+    (file, scratch): (&DropFile, Option<&Path>),
     chunk: &mut dyn FnMut(TypedTable) -> Result<()>,
 ) -> Result<()> {
     let lower = file.name.to_ascii_lowercase();
@@ -254,7 +252,7 @@ fn read_typed_chunks(
                 .to_string(),
         });
     }
-    match compression::decompressed(&lower, file)? {
+    match compression::decompressed(&lower, file, scratch)? {
         Some(plain) => csv_format::read(contract, &plain, chunk),
         None => csv_format::read(contract, file, chunk),
     }
@@ -381,6 +379,31 @@ fn keep_readable_rows(
 }
 
 #[cfg(test)]
+impl Batch {
+    /// Every parse reject, in file order.
+    pub(crate) fn rejects(&self) -> Vec<ParseReject> {
+        use drop_rows::reject_columns::{FILE, LINE, RAW, REASON};
+        let mut rejects = Vec::new();
+        for batch in self.rows.rejects().unwrap() {
+            let batch = batch.unwrap();
+            let text = |i: usize| batch.column(i).as_any().downcast_ref::<arrow::array::StringArray>().unwrap().clone();
+            let lines = batch.column(LINE).as_any().downcast_ref::<Int64Array>().unwrap().clone();
+            let (files, raws, reasons) = (text(FILE), text(RAW), text(REASON));
+            for row in 0..batch.num_rows() {
+                rejects.push(ParseReject {
+                    file: files.value(row).to_string(),
+                    line: lines.value(row) as u64,
+                    raw: raws.value(row).to_string(),
+                    reason: reasons.value(row).to_string(),
+                });
+            }
+        }
+        rejects.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+        rejects
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::contract::{Column, ColumnType};
@@ -425,7 +448,7 @@ mod tests {
         assert_eq!(batch.received, 5);
         assert_eq!(batch.rows.num_rows(), 1);
         let reasons: Vec<(u64, &str)> = batch
-            .rejects
+            .rejects()
             .iter()
             .map(|r| (r.line, r.reason.as_str()))
             .collect();
@@ -441,7 +464,7 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(batch.rejects[0].raw, "B,2026-02-30,2");
+        assert_eq!(batch.rejects()[0].raw, "B,2026-02-30,2");
     }
 
     #[test]
@@ -461,8 +484,8 @@ mod tests {
         let csv = "id,day,amount\nA,0000-01-01,1\nB,0001-01-01,1\nC,9999-12-31,1\n";
         let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
         assert_eq!((batch.received, batch.rows.num_rows()), (3, 2));
-        assert_eq!(batch.rejects[0].line, 2);
-        assert!(batch.rejects[0].reason.contains("column 'day'"));
+        assert_eq!(batch.rejects()[0].line, 2);
+        assert!(batch.rejects()[0].reason.contains("column 'day'"));
     }
 
     #[test]

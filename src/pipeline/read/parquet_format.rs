@@ -372,9 +372,9 @@ mod tests {
         let read = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
         assert_eq!(read.received, 2);
         assert_eq!(read.rows.num_rows(), 1);
-        assert_eq!(read.rejects.len(), 1);
-        assert_eq!(read.rejects[0].line, 2);
-        assert_eq!(read.rejects[0].raw, "B,not a date,6,");
+        assert_eq!(read.rejects().len(), 1);
+        assert_eq!(read.rejects()[0].line, 2);
+        assert_eq!(read.rejects()[0].raw, "B,not a date,6,");
     }
 
     /// A file of several row groups reads in chunks of whole groups, with
@@ -462,9 +462,9 @@ mod tests {
         let from_parquet = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
         let from_csv = read_drop(&contract(), &[file("p.csv", csv)]).unwrap();
         assert!(
-            from_parquet.rejects.is_empty(),
+            from_parquet.rejects().is_empty(),
             "{:?}",
-            from_parquet.rejects
+            from_parquet.rejects()
         );
         let contract_columns = contract().columns.len();
         for i in 0..contract_columns {
@@ -499,7 +499,7 @@ mod tests {
         let read = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
         assert_eq!(read.rows.num_rows(), 1);
         let reasons: Vec<(u64, &str)> = read
-            .rejects
+            .rejects()
             .iter()
             .map(|r| (r.line, r.reason.as_str()))
             .collect();
