@@ -160,7 +160,11 @@ fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_do
 
     let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));
     assert_eq!(a["counts"], b["counts"]);
-    assert_eq!(a["counts"]["quarantined"], ACCOUNTS as u64, "{}", a["counts"]);
+    assert_eq!(
+        a["counts"]["quarantined"], ACCOUNTS as u64,
+        "{}",
+        a["counts"]
+    );
     assert_eq!(a["counts"]["committed"], 0, "{}", a["counts"]);
 
     // The same rows, in the order they stood in the drop.
@@ -175,17 +179,11 @@ fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_do
 
     // One open exception per row set aside.
     let config = tight.join("config/credit_statements.toml");
-    let backlog = silverline(&[
-        "backlog",
-        "--config",
-        config.to_str().unwrap(),
-        "--json",
-    ])
-    .success();
+    let backlog =
+        silverline(&["backlog", "--config", config.to_str().unwrap(), "--json"]).success();
     let backlog: serde_json::Value = serde_json::from_str(&output(&backlog)).unwrap();
     assert_eq!(
-        backlog["overall"]["backlog"]["open"],
-        ACCOUNTS as u64,
+        backlog["overall"]["backlog"]["open"], ACCOUNTS as u64,
         "{backlog}"
     );
 }

@@ -67,7 +67,9 @@ impl<'a> Merge<'a> {
         };
         for batches in runs {
             if let Some(mut cursor) = Cursor::start(batches, key)? {
-                merge.heap.push(Reverse(cursor.position(merge.cursors.len())));
+                merge
+                    .heap
+                    .push(Reverse(cursor.position(merge.cursors.len())));
                 merge.cursors.push(cursor);
             }
         }
@@ -216,8 +218,15 @@ mod tests {
         let long: Vec<(String, i64)> = (0..20_000).map(|i| ("b.csv".to_string(), i * 3)).collect();
         let long: Vec<(&str, i64)> = long.iter().map(|(f, l)| (f.as_str(), *l)).collect();
         let runs = vec![
-            run(vec![batch(&[("a.csv", 2), ("a.csv", 9)]), batch(&[]), batch(&long[..7_000])]),
-            run(vec![batch(&[("a.csv", 1), ("b.csv", 1)]), batch(&long[7_000..])]),
+            run(vec![
+                batch(&[("a.csv", 2), ("a.csv", 9)]),
+                batch(&[]),
+                batch(&long[..7_000]),
+            ]),
+            run(vec![
+                batch(&[("a.csv", 1), ("b.csv", 1)]),
+                batch(&long[7_000..]),
+            ]),
             run(vec![]),
             run(vec![batch(&[("a.csv", 5)])]),
         ];
@@ -227,11 +236,17 @@ mod tests {
             .unwrap();
         assert!(merged.iter().all(|b| b.num_rows() <= MERGED_ROWS));
         let got = keys(&merged);
-        let mut expected: Vec<(String, i64)> = [("a.csv", 1), ("a.csv", 2), ("a.csv", 5), ("a.csv", 9), ("b.csv", 1)]
-            .iter()
-            .map(|(f, l)| (f.to_string(), *l))
-            .chain(long.iter().map(|(f, l)| (f.to_string(), *l)))
-            .collect();
+        let mut expected: Vec<(String, i64)> = [
+            ("a.csv", 1),
+            ("a.csv", 2),
+            ("a.csv", 5),
+            ("a.csv", 9),
+            ("b.csv", 1),
+        ]
+        .iter()
+        .map(|(f, l)| (f.to_string(), *l))
+        .chain(long.iter().map(|(f, l)| (f.to_string(), *l)))
+        .collect();
         expected.sort();
         assert_eq!(got, expected);
     }

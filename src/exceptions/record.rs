@@ -14,13 +14,13 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::close::Closing;
+use super::store::EventWriter;
 use super::{ExceptionEvent, ExceptionStatus, exception_id, missing_exception_id};
 use crate::config::contract::Contract;
 use crate::config::rules::{MISSING_ENTITIES_METRIC, Severity};
 use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
-use super::store::EventWriter;
 use crate::infra::storage::Location;
 use crate::transient::{DQ_ERRORS, EXCEPTION_ID, MISSING_PERIOD, SOURCE_FILE, SOURCE_LINE};
 
@@ -369,10 +369,7 @@ fn missing_event(
     let period = row.get(MISSING_PERIOD)?;
     let last_state = row.get(&contract.order_column)?;
     let key = missing_record_key(
-        contract
-            .entity_key
-            .iter()
-            .map(|c| row.get(c).unwrap_or("")),
+        contract.entity_key.iter().map(|c| row.get(c).unwrap_or("")),
         period,
     );
     let message = format!(

@@ -324,9 +324,8 @@ impl Location {
     /// [`UPLOAD_PART`] (at most two parts in flight), so a large file is
     /// never held whole. Nothing is there until [`Upload::finish`].
     pub(crate) fn upload(&self, relative: &str) -> Upload {
-        let writer =
-            BufWriter::with_capacity(self.store.clone(), self.path(relative), UPLOAD_PART)
-                .with_max_concurrency(2);
+        let writer = BufWriter::with_capacity(self.store.clone(), self.path(relative), UPLOAD_PART)
+            .with_max_concurrency(2);
         Upload {
             writer,
             object: self.describe(relative),

@@ -189,7 +189,12 @@ mod tests {
         ];
         for file in files {
             let expected = csv::Reader::from_reader(file).records().count() as u64;
-            assert_eq!(counted(&[file]), expected, "{}", String::from_utf8_lossy(file));
+            assert_eq!(
+                counted(&[file]),
+                expected,
+                "{}",
+                String::from_utf8_lossy(file)
+            );
             for cut in [1, 3, 7] {
                 let pieces: Vec<&[u8]> = file.chunks(cut).collect();
                 assert_eq!(counted(&pieces), expected, "in pieces of {cut}");

@@ -196,7 +196,9 @@ impl<'a> Router<'a> {
         };
         let name = format!("run-{}", self.runs);
         self.runs += 1;
-        let mut writer = self.spill.writer((kept.folder.as_deref(), &name), &self.schema)?;
+        let mut writer = self
+            .spill
+            .writer((kept.folder.as_deref(), &name), &self.schema)?;
         for batch in batches {
             let batch = batch?;
             let batch = match self.mask_sensitive {
@@ -340,13 +342,19 @@ fn reject_rows(
         .column(reject_columns::LINE)
         .as_any()
         .downcast_ref::<Int64Array>()
-        .ok_or_else(|| Error::Internal("route: a parse reject's line is not a number".to_string()))?;
+        .ok_or_else(|| {
+            Error::Internal("route: a parse reject's line is not a number".to_string())
+        })?;
     let mut columns: Vec<ArrayRef> = schema.fields()[..contract.columns.len()]
         .iter()
         .map(|f| arrow::array::new_null_array(f.data_type(), rows))
         .collect();
     columns.push(Arc::new(StringArray::from_iter_values((0..rows).map(
-        |r| stamp.exception_ids.id_of(files.value(r), lines.value(r).max(0) as u64),
+        |r| {
+            stamp
+                .exception_ids
+                .id_of(files.value(r), lines.value(r).max(0) as u64)
+        },
     ))));
     columns.push(Arc::new(files.clone()));
     columns.push(Arc::new(lines.clone()));

@@ -14,11 +14,11 @@ use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use iceberg::spec::DataFile;
 
+use crate::core::merge::Merge;
 use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
-use crate::error::{Error, Result};
-use crate::core::merge::Merge;
 use crate::core::spill::Spill;
+use crate::error::{Error, Result};
 use crate::infra::storage::{Location, Upload};
 use crate::pipeline::baseline::Missing;
 use crate::pipeline::context::Context;

@@ -1,8 +1,9 @@
 //! Compressed CSV: `.csv.gz` (gzip) and `.csv.zst` (Zstandard) are
 //! decompressed, as a stream, to an unnamed file in the scratch folder
-//! (`[resources] scratch_dir`) before parsing, and read through a mapping
-//! as a copied drop file is: they read exactly as the plain file would
-//! (same lines, same rejects) and the text is never held in memory whole.
+//! (`[resources] scratch_dir`) before the drop's lines are counted, and
+//! read through a mapping as a copied drop file is: they read exactly as
+//! the plain file would (same lines, same rejects, the same buckets) and
+//! the text is never held in memory whole.
 //! A file named `.csv` whose first bytes are a gzip or Zstandard frame is
 //! decompressed too. A plain CSV is passed through untouched: only its
 //! first four bytes are looked at.
@@ -30,11 +31,6 @@ impl Codec {
             Codec::Zstd => "zstd",
         }
     }
-}
-
-/// Whether a file named `lower` (lower case) is named as compressed.
-pub(super) fn is_compressed(lower: &str) -> bool {
-    lower.ends_with(".gz") || lower.ends_with(".zst")
 }
 
 /// Whether `lower` (a lower-case file name) is a CSV file, compressed or not.
@@ -121,7 +117,10 @@ fn decompression_failed(
             path: scratch.to_path_buf(),
             source: error,
         },
-        _ => bad(file, format!("cannot decompress ({}): {error}", codec.name())),
+        _ => bad(
+            file,
+            format!("cannot decompress ({}): {error}", codec.name()),
+        ),
     }
 }
 

@@ -527,8 +527,8 @@ pub(super) mod tests {
         let batch = read_drop(&contract(), &[file("b.csv", &csv)]).unwrap();
         assert_eq!(batch.received, 5);
         assert_eq!(batch.rows.num_rows(), 1);
-        let got: Vec<(u64, &str, &str)> = batch
-            .rejects()
+        let rejects = batch.rejects();
+        let got: Vec<(u64, &str, &str)> = rejects
             .iter()
             .map(|r| (r.line, r.raw.as_str(), r.reason.as_str()))
             .collect();
@@ -554,11 +554,8 @@ pub(super) mod tests {
         let batch = read_drop(&contract(), &[file("q.csv", csv.as_bytes())]).unwrap();
         assert_eq!(batch.rows.num_rows(), 1);
         assert_eq!(batch.received, 4);
-        let got: Vec<(u64, &str)> = batch
-            .rejects()
-            .iter()
-            .map(|r| (r.line, r.raw.as_str()))
-            .collect();
+        let rejects = batch.rejects();
+        let got: Vec<(u64, &str)> = rejects.iter().map(|r| (r.line, r.raw.as_str())).collect();
         assert_eq!(
             got,
             vec![

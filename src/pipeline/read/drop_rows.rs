@@ -13,11 +13,11 @@ use arrow::array::{Array, ArrayRef, Date32Array, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
+use super::ParseReject;
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
 use crate::core::spill::{Spill, SpillDir, SpillWriter};
-use super::ParseReject;
 use crate::error::{Error, Result};
 use crate::pipeline::summary::ColumnNulls;
 use crate::stage::Stage;

@@ -12,8 +12,8 @@ mod drop_rows;
 mod parquet_format;
 mod typing;
 
-pub use drop_rows::{DropRows, DropRowsWriter};
 pub(crate) use drop_rows::reject_columns;
+pub use drop_rows::{DropRows, DropRowsWriter};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -138,19 +138,18 @@ pub fn batch_schema(contract: &Contract) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Reads every file of the drop, handing `rows` its typed rows and its
-/// parse rejects a chunk at a time; returns what was read besides them. A
-/// compressed file is decompressed to `scratch` (the system's temporary
-/// folder when `None`).
+/// Reads every file of the drop (as [`as_parsed`] made them), handing
+/// `rows` its typed rows and its parse rejects a chunk at a time; returns
+/// what was read besides them.
 fn read_drop_into(
     contract: &Contract,
-    (files, scratch): (&[DropFile], Option<&Path>),
+    files: &[DropFile],
     rows: &mut DropRowsWriter,
 ) -> Result<Tally> {
     let schema = batch_schema(contract);
     let mut tally = Tally::default();
     for file in files {
-        read_typed_chunks(contract, (file, scratch), &mut |mut table| {
+        read_typed_chunks(contract, file, &mut |mut table| {
             tally.received += (table.lines.len() + table.rejects.len()) as u64;
             if !table.drift.extra_columns.is_empty() || !table.drift.missing_columns.is_empty() {
                 tally.drift.push(std::mem::take(&mut table.drift));
@@ -175,9 +174,10 @@ pub struct Tally {
 /// Reads every file of the drop into one [`Batch`] held in memory, as one
 /// bucket.
 pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
+    let files = as_parsed(files, None)?;
     read_into(
         contract,
-        (files, None),
+        &files,
         (Buckets::new(1), SpillDir::new(false, None)?),
     )
 }
@@ -190,6 +190,8 @@ pub fn read_drop_in_buckets(
     files: &[DropFile],
     budget: &MemoryBudget,
 ) -> Result<Batch> {
+    let scratch = budget.scratch_dir.as_deref();
+    let files = as_parsed(files, scratch)?;
     let rows = files.iter().map(estimated_rows).sum();
     let buckets = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows));
     if buckets.count() > 1 {
@@ -199,14 +201,31 @@ pub fn read_drop_in_buckets(
             "judging the drop in buckets of entities (resources.memory_limit, resources.bucket_rows)"
         );
     }
-    let scratch = budget.scratch_dir.as_deref();
     let dir = SpillDir::new(buckets.count() > 1, scratch)?;
-    read_into(contract, (files, scratch), (buckets, dir))
+    read_into(contract, &files, (buckets, dir))
+}
+
+/// The drop's files as they are parsed: a compressed CSV decompressed into
+/// `scratch` (the system's temporary folder when `None`) under its own
+/// name, so that its lines are counted like a plain file's; any other
+/// file as it is.
+fn as_parsed(files: &[DropFile], scratch: Option<&Path>) -> Result<Vec<DropFile>> {
+    files
+        .iter()
+        .map(|file| {
+            let lower = file.name.to_ascii_lowercase();
+            if lower.ends_with(".parquet") || !compression::is_csv(&lower) {
+                return Ok(file.clone());
+            }
+            let plain = compression::decompressed(&lower, file, scratch)?;
+            Ok(plain.unwrap_or_else(|| file.clone()))
+        })
+        .collect()
 }
 
 fn read_into(
     contract: &Contract,
-    files: (&[DropFile], Option<&Path>),
+    files: &[DropFile],
     (buckets, dir): (Buckets, SpillDir),
 ) -> Result<Batch> {
     let mut rows = DropRows::writer(contract, buckets, dir)?;
@@ -214,15 +233,12 @@ fn read_into(
     Ok(Batch::of(rows.finish()?, tally))
 }
 
-/// About how many records `file` holds: its lines (a plain CSV), its rows
-/// (Parquet), or a guess from its size (compressed: 5 to 1, 100 bytes a line).
+/// About how many records `file` (as parsed) holds: its lines (a CSV) or
+/// its rows (Parquet).
 fn estimated_rows(file: &DropFile) -> usize {
     let lower = file.name.to_ascii_lowercase();
     if lower.ends_with(".parquet") {
         return parquet_format::rows(file).unwrap_or(0);
-    }
-    if compression::is_compressed(&lower) {
-        return file.bytes.len() / 20;
     }
     let mut lines = 0;
     for start in (0..file.bytes.len()).step_by(COUNT_WINDOW) {
@@ -236,9 +252,10 @@ fn estimated_rows(file: &DropFile) -> usize {
 /// Bytes of a file counted at once, then handed back to the system.
 const COUNT_WINDOW: usize = 64 << 20;
 
+/// Parses one file of the drop as [`as_parsed`] made it.
 fn read_typed_chunks(
     contract: &Contract,
-    (file, scratch): (&DropFile, Option<&Path>),
+    file: &DropFile,
     chunk: &mut dyn FnMut(TypedTable) -> Result<()>,
 ) -> Result<()> {
     let lower = file.name.to_ascii_lowercase();
@@ -252,10 +269,7 @@ fn read_typed_chunks(
                 .to_string(),
         });
     }
-    match compression::decompressed(&lower, file, scratch)? {
-        Some(plain) => csv_format::read(contract, &plain, chunk),
-        None => csv_format::read(contract, file, chunk),
-    }
+    csv_format::read(contract, file, chunk)
 }
 
 /// Checks that the file's columns cover the contract, each named once;
@@ -386,8 +400,20 @@ impl Batch {
         let mut rejects = Vec::new();
         for batch in self.rows.rejects().unwrap() {
             let batch = batch.unwrap();
-            let text = |i: usize| batch.column(i).as_any().downcast_ref::<arrow::array::StringArray>().unwrap().clone();
-            let lines = batch.column(LINE).as_any().downcast_ref::<Int64Array>().unwrap().clone();
+            let text = |i: usize| {
+                batch
+                    .column(i)
+                    .as_any()
+                    .downcast_ref::<arrow::array::StringArray>()
+                    .unwrap()
+                    .clone()
+            };
+            let lines = batch
+                .column(LINE)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .clone();
             let (files, raws, reasons) = (text(FILE), text(RAW), text(REASON));
             for row in 0..batch.num_rows() {
                 rejects.push(ParseReject {
@@ -447,8 +473,8 @@ mod tests {
         let batch = read_drop(&contract(), &[file("a.csv", csv.as_bytes())]).unwrap();
         assert_eq!(batch.received, 5);
         assert_eq!(batch.rows.num_rows(), 1);
-        let reasons: Vec<(u64, &str)> = batch
-            .rejects()
+        let rejects = batch.rejects();
+        let reasons: Vec<(u64, &str)> = rejects
             .iter()
             .map(|r| (r.line, r.reason.as_str()))
             .collect();

@@ -498,8 +498,8 @@ mod tests {
         ]);
         let read = read_drop(&contract(), &[file("p.parquet", &bytes)]).unwrap();
         assert_eq!(read.rows.num_rows(), 1);
-        let reasons: Vec<(u64, &str)> = read
-            .rejects()
+        let rejects = read.rejects();
+        let reasons: Vec<(u64, &str)> = rejects
             .iter()
             .map(|r| (r.line, r.reason.as_str()))
             .collect();
