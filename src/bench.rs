@@ -118,6 +118,10 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
         "peak RSS 36 months / 3 months       {:>8.2}",
         by_history[2].3.peak_rss as f64 / by_history[0].3.peak_rss.max(1) as f64
     );
+    let (_, ws3, drop3, _) = &by_history[0];
+    let broken = put_broken_drop(ws3, drop3)?;
+    let set_aside = measure_run(ws3, "credit_statements.toml", &broken, COMMIT)?;
+    print_measure("run, every row set aside, committed", accounts, &set_aside);
     let base = &by_history[0].3;
     for &large in &sizes.large {
         let ws = Workspace::create(&dir.join(format!("large-{large}"))).await?;
@@ -530,6 +534,36 @@ fn put_parquet_drop(ws: &Workspace, drop_id: &str) -> Result<String> {
             source,
         })?;
     Ok(parquet_id)
+}
+
+/// A copy of the CSV drop `drop_id` in a drop of its own, every row's
+/// `month_in_arrears` (its last field) out of range: every row is set
+/// aside, with an exception each. Returns its drop id.
+fn put_broken_drop(ws: &Workspace, drop_id: &str) -> Result<String> {
+    use std::io::{BufRead, Write};
+    let bronze = ws.dir.join("data/bronze").join(CONTRIBUTOR);
+    let broken_id = format!("{drop_id}-broken");
+    let (source, target) = (
+        bronze.join(drop_id).join("statements.csv"),
+        bronze.join(&broken_id).join("statements.csv"),
+    );
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    std::fs::create_dir_all(bronze.join(&broken_id)).map_err(io(&target))?;
+    let input = std::io::BufReader::new(std::fs::File::open(&source).map_err(io(&source))?);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&target).map_err(io(&target))?);
+    for (index, line) in input.lines().enumerate() {
+        let line = line.map_err(io(&source))?;
+        let line = match (index, line.rsplit_once(',')) {
+            (0, _) | (_, None) => line,
+            (_, Some((head, _))) => format!("{head},40"),
+        };
+        writeln!(out, "{line}").map_err(io(&target))?;
+    }
+    out.flush().map_err(io(&target))?;
+    Ok(broken_id)
 }
 
 /// A config whose rule set is the default one plus four renamed copies of it.
