@@ -268,15 +268,7 @@ fn dq_rows(
         .column_by_name(SOURCE_LINE)
         .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
         .ok_or_else(|| Error::Internal(format!("route: column {SOURCE_LINE} is missing")))?;
-    columns.push(Arc::new(StringArray::from_iter_values((0..rows).map(
-        |r| {
-            stamp
-                .exception_ids
-                .id_of(files.value(r), lines.value(r).max(0) as u64)
-        },
-    ))));
-    columns.push(Arc::new(files.clone()));
-    columns.push(Arc::new(lines.clone()));
+    columns.extend(provenance_columns(stamp, files, lines));
     columns.push(arrow::array::new_null_array(&DataType::Utf8, rows));
     let errors = batch
         .column_by_name(DQ_ERRORS)
@@ -287,6 +279,20 @@ fn dq_rows(
     )));
     columns.extend(stamp_columns(stamp, rows));
     RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Route))
+}
+
+/// A dq_error file's exception id, source file and source line columns.
+fn provenance_columns(stamp: &RunStamp, files: &StringArray, lines: &Int64Array) -> [ArrayRef; 3] {
+    let ids = (0..files.len()).map(|r| {
+        stamp
+            .exception_ids
+            .id_of(files.value(r), lines.value(r).max(0) as u64)
+    });
+    [
+        Arc::new(StringArray::from_iter_values(ids)),
+        Arc::new(files.clone()),
+        Arc::new(lines.clone()),
+    ]
 }
 
 fn errors_json(errors: &ListArray, row: usize) -> String {
@@ -349,15 +355,7 @@ fn reject_rows(
         .iter()
         .map(|f| arrow::array::new_null_array(f.data_type(), rows))
         .collect();
-    columns.push(Arc::new(StringArray::from_iter_values((0..rows).map(
-        |r| {
-            stamp
-                .exception_ids
-                .id_of(files.value(r), lines.value(r).max(0) as u64)
-        },
-    ))));
-    columns.push(Arc::new(files.clone()));
-    columns.push(Arc::new(lines.clone()));
+    columns.extend(provenance_columns(stamp, files, lines));
     columns.push(Arc::new(raws.clone()));
     let errors = reasons.iter().map(|reason| {
         json!([{"rule": PARSE_RULE, "severity": Severity::Quarantine.as_str(), "message": reason.unwrap_or_default()}]).to_string()
