@@ -148,7 +148,7 @@ fn quarantined(root: &Path) -> Vec<BTreeMap<String, String>> {
 fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_does() {
     // Every February row fails mia_range: the rows set aside outgrow the
     // tight budget as the drop does, so they are kept in the scratch
-    // folder and written sorted by a spilling query.
+    // folder and merged in the drop's order.
     let out_of_range = |february: &mut Vec<Statement>| {
         for statement in february.iter_mut() {
             statement.months_in_arrears = 40;

@@ -135,8 +135,8 @@ impl SpillWriter {
     }
 }
 
-/// Rows of one schema kept as spills for a later query: registered as one
-/// table by [`crate::core::sql::register_spilled`].
+/// Rows of one schema kept as spills for a later pass: a query's table
+/// ([`crate::core::sql::register_spilled`]), or runs merged in order.
 #[derive(Debug)]
 pub(crate) struct SpilledTable {
     /// Their schema.

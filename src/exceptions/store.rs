@@ -434,9 +434,6 @@ fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
     RecordBatch::try_new(schema, columns).map_err(Error::arrow(Stage::Exceptions))
 }
 
-/// A column of a scanned batch, brought to `kind`.
-/// Column `name` of `batch` as `kind`; a column added since the table was
-/// created ([`ADDED_COLUMNS`]) that a table not yet evolved lacks reads as null.
 /// What a scan of the exception table read of each event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Read {
@@ -446,6 +443,9 @@ enum Read {
     Heads,
 }
 
+/// Column `name` of `batch` as `kind`; a column added since the table was
+/// created ([`ADDED_COLUMNS`]) that a table not yet evolved lacks reads as
+/// null, as does every column a [`Read::Heads`] scan left out.
 fn column_as(batch: &RecordBatch, name: &str, kind: &DataType, read: Read) -> Result<ArrayRef> {
     let Some(column) = batch.column_by_name(name) else {
         if read == Read::Heads || ADDED_COLUMNS.contains(&name) {

@@ -230,17 +230,18 @@ pub(crate) struct Upload {
 }
 
 impl Upload {
-    /// Adds `bytes` to the object; a failed write aborts the upload.
+    /// Adds `bytes` to the object (after a failure, [`Upload::abort`] it).
     pub(crate) async fn write(&mut self, bytes: Bytes) -> Result<()> {
-        if let Err(source) = self.writer.put(bytes).await {
-            self.abort().await;
-            return Err(Error::storage("put", self.object.clone())(source));
-        }
-        Ok(())
+        self.writer
+            .put(bytes)
+            .await
+            .map_err(Error::storage("put", self.object.clone()))
     }
 
-    /// Completes the object: it is there, whole, once this returns (a
-    /// multipart upload that fails to complete is aborted by the writer).
+    /// Completes the object: it is there, whole, once this returns. A
+    /// multipart upload whose completion fails is aborted by the writer;
+    /// one whose last parts fail is left to the store's lifecycle rules
+    /// (nothing is visible under the object's name either way).
     pub(crate) async fn finish(mut self) -> Result<()> {
         std::future::poll_fn(|cx| {
             tokio::io::AsyncWrite::poll_shutdown(std::pin::Pin::new(&mut self.writer), cx)
@@ -257,7 +258,7 @@ impl Upload {
     /// Gives the upload up before [`Upload::finish`], its parts deleted (a
     /// failure to is logged: the store's lifecycle rules clear parts never
     /// completed).
-    pub(crate) async fn abort(&mut self) {
+    pub(crate) async fn abort(mut self) {
         if let Err(error) = self.writer.abort().await {
             tracing::warn!(object = %self.object, %error, "an unfinished upload could not be aborted");
         }
@@ -433,7 +434,7 @@ impl Location {
         }
         if read != size {
             return Err(failed(object_store::Error::Generic {
-                store: "bronze",
+                store: "storage",
                 source: format!(
                     "the object changed while it was read: {size} bytes listed, {read} read"
                 )

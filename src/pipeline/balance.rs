@@ -159,7 +159,10 @@ impl ObjectSink for RecordCount {
     fn size(&mut self, _size: u64) {}
 
     fn piece(&mut self, piece: &[u8]) -> Result<()> {
-        self.feed(piece);
+        // An empty input is the end of the file to the reader.
+        if !piece.is_empty() {
+            self.feed(piece);
+        }
         Ok(())
     }
 }

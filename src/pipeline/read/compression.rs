@@ -83,7 +83,10 @@ pub(super) fn decompressed(
         path: parent.clone(),
         source,
     };
-    let mut plain = tempfile::tempfile_in(&parent).map_err(io)?;
+    let mut plain = ScratchFile {
+        file: tempfile::tempfile_in(&parent).map_err(io)?,
+        failed: false,
+    };
     let written = match codec {
         Codec::Gzip => std::io::copy(
             &mut flate2::read::MultiGzDecoder::new(&file.bytes[..]),
@@ -92,35 +95,44 @@ pub(super) fn decompressed(
         Codec::Zstd => zstd::stream::read::Decoder::new(&file.bytes[..])
             .and_then(|mut decoder| std::io::copy(&mut decoder, &mut plain)),
     };
-    let written = written.map_err(|e| decompression_failed(file, codec, e, &parent))?;
-    plain.rewind().map_err(io)?;
+    let written = match written {
+        Ok(written) => written,
+        // The scratch folder's fault (it is full, say), not the file's.
+        Err(source) if plain.failed => return Err(io(source)),
+        Err(e) => {
+            return Err(bad(
+                file,
+                format!("cannot decompress ({}): {e}", codec.name()),
+            ));
+        }
+    };
+    plain.file.rewind().map_err(io)?;
     tracing::debug!(file = %file.name, codec = codec.name(), bytes = written, "decompressed");
     // The compressed file is read: its pages go back to the system.
     file.release(0..file.bytes.len());
-    DropFile::mapped(file.name.clone(), &plain)
+    DropFile::mapped(file.name.clone(), &plain.file)
         .map(Some)
         .map_err(io)
 }
 
-/// A decompression that stopped: the file's fault, unless writing the
-/// scratch folder failed (it is full, say).
-fn decompression_failed(
-    file: &DropFile,
-    codec: Codec,
-    error: std::io::Error,
-    scratch: &Path,
-) -> Error {
-    match error.kind() {
-        std::io::ErrorKind::StorageFull
-        | std::io::ErrorKind::PermissionDenied
-        | std::io::ErrorKind::QuotaExceeded => Error::Io {
-            path: scratch.to_path_buf(),
-            source: error,
-        },
-        _ => bad(
-            file,
-            format!("cannot decompress ({}): {error}", codec.name()),
-        ),
+/// The unnamed file a compressed file is decompressed into, telling a
+/// failure to write it from a failure to decompress.
+struct ScratchFile {
+    file: std::fs::File,
+    failed: bool,
+}
+
+impl std::io::Write for ScratchFile {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.file.write(bytes);
+        self.failed |= written.is_err();
+        written
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let flushed = self.file.flush();
+        self.failed |= flushed.is_err();
+        flushed
     }
 }
 

@@ -205,13 +205,15 @@ pub fn read_drop_in_buckets(
     read_into(contract, &files, (buckets, dir))
 }
 
-/// The drop's files as they are parsed: a compressed CSV decompressed into
-/// `scratch` (the system's temporary folder when `None`) under its own
-/// name, so that its lines are counted like a plain file's; any other
-/// file as it is.
+/// The drop's files as they are parsed, by name (the order the rows set
+/// aside are written in): a compressed CSV decompressed into `scratch` (the
+/// system's temporary folder when `None`) under its own name, so that its
+/// lines are counted like a plain file's; any other file as it is.
 fn as_parsed(files: &[DropFile], scratch: Option<&Path>) -> Result<Vec<DropFile>> {
-    files
-        .iter()
+    let mut by_name: Vec<&DropFile> = files.iter().collect();
+    by_name.sort_by(|a, b| a.name.cmp(&b.name));
+    by_name
+        .into_iter()
         .map(|file| {
             let lower = file.name.to_ascii_lowercase();
             if lower.ends_with(".parquet") || !compression::is_csv(&lower) {
