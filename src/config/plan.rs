@@ -259,4 +259,18 @@ impl Plan {
             .collect();
         Ok((contributor_type, rules))
     }
+
+    /// The memory pool and spill folder of `[resources]` the queries of a
+    /// run or command share; a scratch folder that cannot be made or
+    /// written is a configuration error naming this file.
+    pub(crate) fn query_memory(
+        &self,
+    ) -> Result<crate::core::sql::QueryMemory, crate::error::Error> {
+        crate::core::sql::QueryMemory::new(&self.resources).map_err(|problem| {
+            crate::error::Error::ConfigInvalid {
+                path: self.source.clone(),
+                problems: vec![problem],
+            }
+        })
+    }
 }

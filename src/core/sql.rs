@@ -11,6 +11,7 @@ use arrow::record_batch::RecordBatch;
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::MemTable;
 use datafusion::datasource::file_format::options::ArrowReadOptions;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::disk_manager::{
     DiskManagerBuilder, DiskManagerMode, RefCountedTempFile,
 };
@@ -46,6 +47,8 @@ pub(crate) struct QueryMemory {
     runtime: Arc<RuntimeEnv>,
     /// What a spilling operator holds back to merge its spills.
     merge_reservation: usize,
+    /// The pool's size.
+    pool: usize,
 }
 
 impl QueryMemory {
@@ -78,6 +81,7 @@ impl QueryMemory {
             // DataFusion's 10 MiB, or a sixteenth of a smaller budget: with
             // 10 MiB per core, a small budget could not merge what it spilled.
             merge_reservation: (pool / 16).min(SORT_SPILL_RESERVATION),
+            pool,
         })
     }
 }
@@ -99,6 +103,17 @@ fn writable_folder(dir: &std::path::Path) -> std::io::Result<()> {
 pub(crate) fn new_session(memory: &QueryMemory) -> SessionContext {
     let mut config = session_config();
     config.options_mut().execution.sort_spill_reservation_bytes = memory.merge_reservation;
+    SessionContext::new_with_config_rt(config, memory.runtime.clone())
+}
+
+/// A session for one sort of more rows than `memory` may hold: one
+/// partition (one sorter has the whole pool) that holds back a quarter of
+/// the pool to merge what it spilled, so that even the smallest budget
+/// sorts whatever it is given.
+pub(crate) fn sort_session(memory: &QueryMemory) -> SessionContext {
+    let mut config = session_config().with_target_partitions(1);
+    config.options_mut().execution.sort_spill_reservation_bytes =
+        memory.merge_reservation.max(memory.pool / 4);
     SessionContext::new_with_config_rt(config, memory.runtime.clone())
 }
 
@@ -154,7 +169,24 @@ pub(crate) async fn run_frame(frame: DataFrame) -> datafusion::error::Result<Vec
     let task = Arc::new(frame.task_ctx());
     let plan = frame.create_physical_plan().await?;
     let batches = datafusion::physical_plan::collect(plan.clone(), task).await?;
-    let (spills, spilled_bytes) = spilled(plan.as_ref());
+    log_spills(plan.as_ref());
+    Ok(batches)
+}
+
+/// Runs `frame` as a stream of its batches, with the plan that yields them
+/// (for [`log_spills`] once the stream is drained).
+pub(crate) async fn stream_frame(
+    frame: DataFrame,
+) -> datafusion::error::Result<(Arc<dyn ExecutionPlan>, SendableRecordBatchStream)> {
+    let task = Arc::new(frame.task_ctx());
+    let plan = frame.create_physical_plan().await?;
+    let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
+    Ok((plan, stream))
+}
+
+/// Logs what `plan`'s operators spilled past the memory budget, if they did.
+pub(crate) fn log_spills(plan: &dyn ExecutionPlan) {
+    let (spills, spilled_bytes) = spilled(plan);
     if spills > 0 {
         tracing::info!(
             spills,
@@ -162,7 +194,6 @@ pub(crate) async fn run_frame(frame: DataFrame) -> datafusion::error::Result<Vec
             "a query spilled to the scratch folder: an operator passed its share of [resources] memory_limit"
         );
     }
-    Ok(batches)
 }
 
 /// How many times `plan`'s operators spilled, and how many bytes.

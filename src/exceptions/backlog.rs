@@ -53,105 +53,157 @@ pub fn states<'a>(events: impl IntoIterator<Item = &'a ExceptionEvent>) -> Vec<E
         .into_values()
         .filter_map(|mut history| {
             history.sort_by_key(|e| e.event_at);
-            let first = *history.first()?;
-            Some(ExceptionState {
-                latest: *history.last()?,
-                was_open: history.iter().any(|e| e.status.is_open()),
-                entered_open: first.status.is_open(),
-            })
+            state_of(history)
         })
         .collect();
     states.sort_by(|a, b| a.latest.exception_id.cmp(&b.latest.exception_id));
     states
 }
 
-/// Headline figures at `now`.
-pub fn figures(
-    states: &[ExceptionState<'_>],
+/// One exception's state, from its events in time order (`None`: no events).
+pub fn state_of<'a>(
+    history: impl IntoIterator<Item = &'a ExceptionEvent>,
+) -> Option<ExceptionState<'a>> {
+    let mut events = history.into_iter();
+    let first = events.next()?;
+    let opened = first.status.is_open();
+    let mut state = ExceptionState {
+        latest: first,
+        was_open: opened,
+        entered_open: opened,
+    };
+    for event in events {
+        state.was_open |= event.status.is_open();
+        state.latest = event;
+    }
+    Some(state)
+}
+
+/// A backlog's figures, its exceptions' states folded in one at a time
+/// (they need not be held together: a contributor may have millions).
+#[derive(Debug, Clone)]
+pub struct Tally {
     now: DateTime<Utc>,
     stale_after_days: u32,
-) -> BacklogFigures {
-    let mut figures = BacklogFigures::default();
-    for state in states {
-        let entered = state.entered_open.then_some(state.latest.entered_at);
-        let within = |at: Option<DateTime<Utc>>, days: i64| {
-            at.is_some_and(|at| at > now - Duration::days(days) && at <= now)
-        };
-        figures.entered_7d += u64::from(within(entered, 7));
-        figures.entered_30d += u64::from(within(entered, 30));
-        figures.exited_7d += u64::from(within(state.exited_at(), 7));
-        figures.exited_30d += u64::from(within(state.exited_at(), 30));
-        if !state.is_open() {
-            match state.latest.status {
-                super::ExceptionStatus::Accepted => figures.accepted += 1,
-                super::ExceptionStatus::Ignored if state.was_open => figures.ignored += 1,
-                _ => {}
+    figures: BacklogFigures,
+    by_rule: BTreeMap<String, [u64; 4]>,
+    flow: BTreeMap<NaiveDate, (u64, u64)>,
+}
+
+impl Tally {
+    /// An empty backlog at `now`, open exceptions older than
+    /// `stale_after_days` stale, its flow over the last `weeks` weeks
+    /// (weeks start on Monday).
+    pub fn new(now: DateTime<Utc>, stale_after_days: u32, weeks: u32) -> Tally {
+        let this_week = monday_of(now.date_naive());
+        let first = this_week - Duration::weeks(i64::from(weeks.saturating_sub(1)));
+        Tally {
+            now,
+            stale_after_days,
+            figures: BacklogFigures::default(),
+            by_rule: BTreeMap::new(),
+            flow: (0..weeks)
+                .map(|i| (first + Duration::weeks(i64::from(i)), (0, 0)))
+                .collect(),
+        }
+    }
+
+    /// Folds one exception's state in.
+    pub fn add(&mut self, state: &ExceptionState<'_>) {
+        count_state(&mut self.figures, state, self.now, self.stale_after_days);
+        if state.is_open() {
+            let age = state.age_days(self.now);
+            let bucket = AGE_BUCKETS
+                .iter()
+                .position(|(_, upper)| upper.is_none_or(|upper| age <= u64::from(upper)))
+                .unwrap_or(AGE_BUCKETS.len() - 1);
+            match self.by_rule.get_mut(&state.latest.rule) {
+                Some(by_age) => by_age[bucket] += 1,
+                None => {
+                    let mut by_age = [0; 4];
+                    by_age[bucket] = 1;
+                    self.by_rule.insert(state.latest.rule.clone(), by_age);
+                }
             }
-            continue;
         }
-        figures.open += 1;
-        match state.latest.status {
-            super::ExceptionStatus::Pending => figures.pending += 1,
-            super::ExceptionStatus::Missing => figures.missing += 1,
-            _ => figures.quarantined += 1,
-        }
-        let age = state.age_days(now);
-        figures.stale += u64::from(age > u64::from(stale_after_days));
-        figures.oldest_age_days = figures.oldest_age_days.max(Some(age));
-    }
-    figures
-}
-
-/// Open exceptions per primary rule and age bucket, largest first.
-pub fn open_by_rule(states: &[ExceptionState<'_>], now: DateTime<Utc>) -> Vec<RuleBacklog> {
-    let mut by_rule: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
-    for state in states.iter().filter(|s| s.is_open()) {
-        let age = state.age_days(now);
-        let bucket = AGE_BUCKETS
-            .iter()
-            .position(|(_, upper)| upper.is_none_or(|upper| age <= u64::from(upper)))
-            .unwrap_or(AGE_BUCKETS.len() - 1);
-        by_rule.entry(&state.latest.rule).or_default()[bucket] += 1;
-    }
-    let mut rows: Vec<RuleBacklog> = by_rule
-        .into_iter()
-        .map(|(rule, by_age)| RuleBacklog {
-            rule: rule.to_string(),
-            total: by_age.iter().sum(),
-            by_age,
-        })
-        .collect();
-    rows.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.rule.cmp(&b.rule)));
-    rows
-}
-
-/// Entries and exits per week (weeks start on Monday) over the last `weeks` weeks up to `now`.
-pub fn weekly_flow(states: &[ExceptionState<'_>], now: DateTime<Utc>, weeks: u32) -> Vec<WeekFlow> {
-    let this_week = monday_of(now.date_naive());
-    let first = this_week - Duration::weeks(i64::from(weeks.saturating_sub(1)));
-    let mut flow: BTreeMap<NaiveDate, (u64, u64)> = (0..weeks)
-        .map(|i| (first + Duration::weeks(i64::from(i)), (0, 0)))
-        .collect();
-    for state in states {
         if state.entered_open
-            && let Some(week) = flow.get_mut(&monday_of(state.latest.entered_at.date_naive()))
+            && let Some(week) = self
+                .flow
+                .get_mut(&monday_of(state.latest.entered_at.date_naive()))
         {
             week.0 += 1;
         }
         if let Some(week) = state
             .exited_at()
-            .and_then(|at| flow.get_mut(&monday_of(at.date_naive())))
+            .and_then(|at| self.flow.get_mut(&monday_of(at.date_naive())))
         {
             week.1 += 1;
         }
     }
-    flow.into_iter()
-        .map(|(week, (entered, exited))| WeekFlow {
-            week: week.to_string(),
-            entered,
-            exited,
-        })
-        .collect()
+
+    /// The headline figures.
+    pub fn figures(&self) -> &BacklogFigures {
+        &self.figures
+    }
+
+    /// The headline figures, open exceptions per primary rule and age
+    /// bucket (largest first), and entries and exits per week (oldest first).
+    pub fn finish(self) -> (BacklogFigures, Vec<RuleBacklog>, Vec<WeekFlow>) {
+        let mut rules: Vec<RuleBacklog> = self
+            .by_rule
+            .into_iter()
+            .map(|(rule, by_age)| RuleBacklog {
+                rule,
+                total: by_age.iter().sum(),
+                by_age,
+            })
+            .collect();
+        rules.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.rule.cmp(&b.rule)));
+        let flow = self
+            .flow
+            .into_iter()
+            .map(|(week, (entered, exited))| WeekFlow {
+                week: week.to_string(),
+                entered,
+                exited,
+            })
+            .collect();
+        (self.figures, rules, flow)
+    }
+}
+
+/// Adds `state` to the headline `figures` at `now`.
+pub fn count_state(
+    figures: &mut BacklogFigures,
+    state: &ExceptionState<'_>,
+    now: DateTime<Utc>,
+    stale_after_days: u32,
+) {
+    let entered = state.entered_open.then_some(state.latest.entered_at);
+    let within = |at: Option<DateTime<Utc>>, days: i64| {
+        at.is_some_and(|at| at > now - Duration::days(days) && at <= now)
+    };
+    figures.entered_7d += u64::from(within(entered, 7));
+    figures.entered_30d += u64::from(within(entered, 30));
+    figures.exited_7d += u64::from(within(state.exited_at(), 7));
+    figures.exited_30d += u64::from(within(state.exited_at(), 30));
+    if !state.is_open() {
+        match state.latest.status {
+            super::ExceptionStatus::Accepted => figures.accepted += 1,
+            super::ExceptionStatus::Ignored if state.was_open => figures.ignored += 1,
+            _ => {}
+        }
+        return;
+    }
+    figures.open += 1;
+    match state.latest.status {
+        super::ExceptionStatus::Pending => figures.pending += 1,
+        super::ExceptionStatus::Missing => figures.missing += 1,
+        _ => figures.quarantined += 1,
+    }
+    let age = state.age_days(now);
+    figures.stale += u64::from(age > u64::from(stale_after_days));
+    figures.oldest_age_days = figures.oldest_age_days.max(Some(age));
 }
 
 fn monday_of(day: NaiveDate) -> NaiveDate {
@@ -230,10 +282,19 @@ mod tests {
         ]
     }
 
+    /// The backlog of `events` at day 30, stale after 30 days, over 6 weeks.
+    fn tally(events: &[ExceptionEvent]) -> (BacklogFigures, Vec<RuleBacklog>, Vec<WeekFlow>) {
+        let mut tally = Tally::new(at(30), 30, 6);
+        for state in states(events) {
+            tally.add(&state);
+        }
+        tally.finish()
+    }
+
     #[test]
     fn figures_match_hand_computed_values() {
         let events = crafted();
-        let figures = figures(&states(&events), at(30), 30);
+        let (figures, _, _) = tally(&events);
         assert_eq!(
             figures,
             BacklogFigures {
@@ -256,7 +317,7 @@ mod tests {
     #[test]
     fn open_exceptions_are_bucketed_by_rule_and_age() {
         let events = crafted();
-        let rows = open_by_rule(&states(&events), at(30));
+        let (_, rows, _) = tally(&events);
         assert_eq!(
             rows,
             vec![
@@ -277,7 +338,7 @@ mod tests {
     #[test]
     fn weekly_flow_counts_entries_and_exits_in_their_weeks() {
         let events = crafted();
-        let flow = weekly_flow(&states(&events), at(30), 6); // Monday 30 Nov is the 6th week
+        let (_, _, flow) = tally(&events); // Monday 30 Nov is the 6th week
         let weeks: Vec<(&str, u64, u64)> = flow
             .iter()
             .map(|w| (w.week.as_str(), w.entered, w.exited))

@@ -22,10 +22,15 @@ use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, TableCreation, TableIdent};
 
+use futures::TryStreamExt;
+use iceberg_datafusion::IcebergStaticTableProvider;
+
+use super::backlog::{ExceptionState, state_of};
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
 use crate::config::rules::MISSING_ENTITIES_METRIC;
 use crate::core::place::RunPlace;
+use crate::core::sql::{QueryMemory, log_spills, sort_session, sql_string, stream_frame};
 use crate::error::{Error, Result};
 use crate::infra::append::{Committed, RunAppend, append_for_run};
 use crate::infra::catalog::{
@@ -33,7 +38,7 @@ use crate::infra::catalog::{
     owned_table_properties,
 };
 use crate::infra::datafile::SilverWriters;
-use crate::infra::evolve::{scan_batches, scan_current};
+use crate::infra::evolve::{read_with_current_schema, scan_current};
 use crate::infra::ledger::find_committed;
 use crate::infra::ledger::{RUN_ID_PROPERTY, RUN_KEY_PROPERTY};
 use crate::infra::storage::Stores;
@@ -308,24 +313,62 @@ const HEAD_COLUMNS: [&str; 6] = [
     "event_at",
 ];
 
-/// `contributor`'s events (every contributor's when `None`) as the backlog
-/// figures and alerts read them: [`HEAD_COLUMNS`] only, the other texts
-/// empty, read batch by batch (a contributor with millions of events).
-pub async fn read_event_heads(
+/// Folds each of `contributor`'s exceptions (every contributor's when
+/// `None`) into `visit`, one at a time: its events, [`HEAD_COLUMNS`] only
+/// (the other texts empty), come from a query that sorts them by exception
+/// and time within the run's `memory` (spilling to its scratch folder past
+/// it), so that a contributor's millions of events are never held at once.
+/// Events of one exception at the same instant follow in no set order.
+pub(crate) async fn for_each_state(
     table: &Table,
     contributor: Option<&str>,
-) -> Result<Vec<ExceptionEvent>> {
-    let filter = contributor.map(|c| Reference::new("contributor").equal_to(Datum::string(c)));
-    let target = table.identifier().to_string();
-    let mut batches = scan_batches(table, filter, Some(&HEAD_COLUMNS)).await?;
-    let mut events = Vec::new();
-    while let Some(batch) = futures::TryStreamExt::try_next(&mut batches)
-        .await
-        .map_err(Error::catalog("scan", &target))?
-    {
-        events.extend(from_batch(&batch, Read::Heads)?);
+    memory: &QueryMemory,
+    mut visit: impl FnMut(&ExceptionState<'_>),
+) -> Result<()> {
+    if table.metadata().current_snapshot().is_none() {
+        return Ok(());
     }
-    Ok(events)
+    let target = table.identifier().to_string();
+    let provider = IcebergStaticTableProvider::try_new_from_table(read_with_current_schema(table)?)
+        .await
+        .map_err(Error::catalog("scan", &target))?;
+    let query = |source| Error::query(Stage::Exceptions)(source);
+    let ctx = sort_session(memory);
+    ctx.register_table("events", Arc::new(provider))
+        .map_err(query)?;
+    let only = contributor.map_or_else(String::new, |c| {
+        format!(" WHERE contributor = {}", sql_string(c))
+    });
+    let sql = format!(
+        "SELECT {} FROM events{only} ORDER BY exception_id, event_at",
+        HEAD_COLUMNS.join(", ")
+    );
+    let frame = ctx.sql(&sql).await.map_err(query)?;
+    let (plan, mut batches) = stream_frame(frame).await.map_err(query)?;
+    let mut history: Vec<ExceptionEvent> = Vec::new();
+    while let Some(batch) = batches.try_next().await.map_err(query)? {
+        for event in from_batch(&batch, Read::Heads)? {
+            if history
+                .last()
+                .is_some_and(|last| last.exception_id != event.exception_id)
+            {
+                visit_history(&mut history, &mut visit);
+            }
+            history.push(event);
+        }
+    }
+    visit_history(&mut history, &mut visit);
+    log_spills(plan.as_ref());
+    Ok(())
+}
+
+/// Visits the state of the exception whose events in time order are
+/// `history`, and empties it.
+fn visit_history(history: &mut Vec<ExceptionEvent>, visit: &mut impl FnMut(&ExceptionState<'_>)) {
+    if let Some(state) = state_of(history.iter()) {
+        visit(&state);
+    }
+    history.clear();
 }
 
 /// The events of `contributor`'s missing-entity exceptions (every event
@@ -503,4 +546,129 @@ fn from_batch(batch: &RecordBatch, read: Read) -> Result<Vec<ExceptionEvent>> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::sql::MemoryBudget;
+    use crate::exceptions::backlog::{count_state, states};
+    use crate::exceptions::figures::BacklogFigures;
+    use chrono::Duration;
+
+    fn plan() -> Plan {
+        crate::config::load_plan(std::path::Path::new("config/credit_statements.toml"))
+            .expect("the shipped config")
+    }
+
+    /// `count` exceptions of `contributor`, each quarantined or pending on
+    /// day `i % 40` and, for every third, closed or re-judged later.
+    fn events(contributor: &str, count: usize) -> Vec<ExceptionEvent> {
+        let start = chrono::NaiveDate::from_ymd_opt(2026, 10, 1)
+            .and_then(|d| d.and_hms_opt(9, 0, 0))
+            .map(|t| t.and_utc())
+            .expect("a time");
+        let statuses = [
+            ExceptionStatus::Resolved,
+            ExceptionStatus::Accepted,
+            ExceptionStatus::Ignored,
+            ExceptionStatus::Pending,
+        ];
+        (0..count)
+            .flat_map(|i| {
+                let entered = start + Duration::days((i % 40) as i64);
+                let first = ExceptionEvent {
+                    exception_id: format!("{contributor}-{:06}", (i * 7919) % count),
+                    contributor: contributor.to_string(),
+                    drop_id: "2026-10".to_string(),
+                    run_id: "run".to_string(),
+                    status: [ExceptionStatus::Quarantined, ExceptionStatus::Pending][i % 2],
+                    rule: format!("rule_{}", i % 3),
+                    rules: String::new(),
+                    severity: "critical".to_string(),
+                    reasons: "[]".to_string(),
+                    record_key: None,
+                    source_file: None,
+                    source_line: None,
+                    dq_file: None,
+                    entered_at: entered,
+                    event_at: entered,
+                    actor: None,
+                    note: None,
+                };
+                let later = (i % 3 == 0).then(|| ExceptionEvent {
+                    status: statuses[(i / 3) % statuses.len()],
+                    event_at: entered + Duration::days(3),
+                    ..first.clone()
+                });
+                std::iter::once(first).chain(later)
+            })
+            .collect()
+    }
+
+    /// Each state as the figures read it.
+    type Head = (String, ExceptionStatus, String, bool, bool, i64);
+
+    fn head(state: &ExceptionState<'_>) -> Head {
+        let latest = state.latest;
+        (
+            latest.exception_id.clone(),
+            latest.status,
+            latest.rule.clone(),
+            state.was_open,
+            state.entered_open,
+            latest.event_at.timestamp(),
+        )
+    }
+
+    #[tokio::test]
+    async fn states_folded_from_a_sort_that_spills_are_those_of_the_events_held_whole() {
+        let plan = plan();
+        let catalog = crate::infra::catalog::memory_catalog("watch")
+            .await
+            .unwrap();
+        // Two runs' appends (two data files), and another contributor's.
+        let (a, b) = (events("BANK_A", 100_000), events("BANK_B", 500));
+        let (first, second) = a.split_at(a.len() / 2);
+        for (run, part) in [first, second, &b].into_iter().enumerate() {
+            let place = RunPlace::for_run(&format!("key-{run}"), chrono::Utc::now().date_naive());
+            append_events(&catalog, &plan, part, &format!("key-{run}"), &place)
+                .await
+                .unwrap();
+        }
+        let table = load_or_create_exceptions(catalog.as_ref(), &plan)
+            .await
+            .unwrap();
+
+        // The smallest budget accepted, far below the events' size: the
+        // sort spills (five times) and merges what it spilled.
+        let scratch = tempfile::tempdir().unwrap();
+        let memory = QueryMemory::new(&MemoryBudget {
+            bytes: 16 * 1024 * 1024,
+            scratch_dir: Some(scratch.path().to_path_buf()),
+            bucket_rows: None,
+        })
+        .unwrap();
+        let now = a[0].entered_at + Duration::days(45);
+        let (mut folded, mut figures) = (Vec::new(), BacklogFigures::default());
+        for_each_state(&table, Some("BANK_A"), &memory, |state| {
+            folded.push(head(state));
+            count_state(&mut figures, state, now, 30);
+        })
+        .await
+        .unwrap();
+
+        let whole = states(&a);
+        assert_eq!(whole.len(), 100_000);
+        assert_eq!(folded, whole.iter().map(head).collect::<Vec<_>>());
+        let mut tally = crate::exceptions::backlog::Tally::new(now, 30, 0);
+        for state in &whole {
+            tally.add(state);
+        }
+        assert_eq!(&figures, tally.figures());
+        assert!(
+            figures.open > 0 && figures.accepted > 0 && figures.stale > 0,
+            "{figures:?}"
+        );
+    }
 }

@@ -436,7 +436,7 @@ pub(crate) async fn scan_current(
 
 /// [`scan_current`] as a stream of batches, of the columns `select` names
 /// (every column when `None`).
-pub(crate) async fn scan_batches(
+async fn scan_batches(
     table: &Table,
     filter: Option<iceberg::expr::Predicate>,
     select: Option<&[&str]>,

@@ -50,10 +50,7 @@ pub(super) async fn open<'a>(
     drop: &'a DropRef,
     dry_run: bool,
 ) -> Result<Context<'a>> {
-    let memory = QueryMemory::new(&plan.resources).map_err(|problem| Error::ConfigInvalid {
-        path: plan.source.clone(),
-        problems: vec![problem],
-    })?;
+    let memory = plan.query_memory()?;
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;

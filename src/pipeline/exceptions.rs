@@ -24,8 +24,8 @@ use crate::core::place::RunPlace;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::alerts::webhook::{Origin, Payload, notify};
-use crate::exceptions::alerts::{Alert, RunFailures, evaluate};
-use crate::exceptions::backlog::{figures, states};
+use crate::exceptions::alerts::{Alert, RunFailures, StateWatch};
+use crate::exceptions::backlog::{count_state, states};
 use crate::exceptions::close::Closing;
 use crate::exceptions::figures::BacklogFigures;
 use crate::exceptions::record::{
@@ -34,7 +34,7 @@ use crate::exceptions::record::{
 };
 use crate::exceptions::runs::read_summaries;
 use crate::exceptions::store::{
-    EventWriter, has_run, load_or_create_exceptions, read_event_heads, read_missing_events,
+    EventWriter, for_each_state, has_run, load_or_create_exceptions, read_missing_events,
 };
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::pipeline::read::DropRows;
@@ -214,8 +214,14 @@ pub(super) async fn contributor_watch(
     let plan = context.plan;
     let table = load_or_create_exceptions(context.catalog.as_ref(), plan).await?;
     let contributor = &context.drop.contributor;
-    let events = read_event_heads(&table, Some(contributor)).await?;
-    let backlog = figures(&states(&events), now, plan.exceptions.stale_after_days);
+    let stale_after_days = plan.exceptions.stale_after_days;
+    let mut backlog = BacklogFigures::default();
+    let mut watch = StateWatch::new(&plan.alerts, now);
+    for_each_state(&table, Some(contributor), &context.memory, |state| {
+        count_state(&mut backlog, state, now, stale_after_days);
+        watch.add(state);
+    })
+    .await?;
     let mut runs = Vec::new();
     if plan.alerts.watches_creep() {
         // Alerts advise: a run whose rows are committed does not fail for
@@ -231,7 +237,7 @@ pub(super) async fn contributor_watch(
             ),
         }
     }
-    Ok((backlog, evaluate(&plan.alerts, &events, &runs, now)))
+    Ok((backlog, watch.alerts(contributor, &runs)))
 }
 
 /// The run `summary` records, as the creep alert follows it (a delivery only).

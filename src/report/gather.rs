@@ -2,18 +2,17 @@
 //! exception store and the run summaries, and nothing else, so both work on
 //! any storage and catalog silverline runs on.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
 use super::model::{ReportData, RunPoint, Section};
 use crate::config::Plan;
 use crate::error::Result;
-use crate::exceptions::ExceptionEvent;
-use crate::exceptions::alerts::{RunFailures, evaluate};
-use crate::exceptions::backlog::{figures, open_by_rule, states, weekly_flow};
+use crate::exceptions::alerts::{RunFailures, StateWatch};
+use crate::exceptions::backlog::Tally;
 use crate::exceptions::runs::{SummaryFile, read_summaries};
-use crate::exceptions::store::{Opened, open_exceptions, read_events};
+use crate::exceptions::store::{Opened, for_each_state, open_exceptions};
 
 /// How many weeks of entries and exits a section shows.
 pub const FLOW_WEEKS: u32 = 26;
@@ -42,7 +41,8 @@ pub async fn gather(plan: &Plan, what: Gather) -> Result<ReportData> {
 }
 
 /// [`gather`], keeping only the contributors `keep` accepts (the workbench
-/// shows a person the contributors they may see).
+/// shows a person the contributors they may see). The exception store is
+/// read one exception at a time, within `[resources] memory_limit`.
 pub async fn gather_where(
     plan: &Plan,
     what: &Gather,
@@ -54,8 +54,29 @@ pub async fn gather_where(
         ..
     } = open_exceptions(plan).await?;
     let only = what.contributor.as_deref();
-    let mut events = read_events(&table, only).await?;
-    events.retain(|e| keep(&e.contributor));
+    let (now, stale) = (what.now, plan.exceptions.stale_after_days);
+    let fresh = || {
+        (
+            Tally::new(now, stale, FLOW_WEEKS),
+            StateWatch::new(&plan.alerts, now),
+        )
+    };
+    let mut overall = Tally::new(now, stale, FLOW_WEEKS);
+    let mut theirs: BTreeMap<String, (Tally, StateWatch<'_>)> = BTreeMap::new();
+    for_each_state(&table, only, &plan.query_memory()?, |state| {
+        let contributor = &state.latest.contributor;
+        if !keep(contributor) {
+            return;
+        }
+        overall.add(state);
+        let (tally, watch) = match theirs.get_mut(contributor) {
+            Some(folds) => folds,
+            None => theirs.entry(contributor.clone()).or_insert_with(fresh),
+        };
+        tally.add(state);
+        watch.add(state);
+    })
+    .await?;
     let mut summaries = if what.with_runs || plan.alerts.watches_creep() {
         let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
         read_summaries(&dq_error, only).await?
@@ -67,68 +88,52 @@ pub async fn gather_where(
         .iter()
         .filter_map(RunFailures::of_summary)
         .collect();
-    let runs = match what.with_runs {
+    let runs: Vec<RunPoint> = match what.with_runs {
         true => summaries.iter().map(run_point).collect(),
         false => Vec::new(),
     };
-    let mut report = build_report(plan, &events, runs, what.now);
-    report.alerts = evaluate(&plan.alerts, &events, &failures, what.now);
-    Ok(report)
-}
-
-/// The report of `events` and `runs` at `now` (no alerts: [`gather`] adds them).
-pub fn build_report(
-    plan: &Plan,
-    events: &[ExceptionEvent],
-    runs: Vec<RunPoint>,
-    now: DateTime<Utc>,
-) -> ReportData {
-    let stale = plan.exceptions.stale_after_days;
-    let contributors: BTreeSet<&str> = events
-        .iter()
-        .map(|e| e.contributor.as_str())
-        .chain(runs.iter().map(|r| r.contributor.as_str()))
+    // A contributor with no exception has a section when it has runs, and
+    // its creep alerts when it has failures.
+    let all: BTreeSet<String> = theirs
+        .keys()
+        .cloned()
+        .chain(runs.iter().map(|r| r.contributor.clone()))
+        .chain(failures.iter().map(|f| f.contributor.clone()))
         .collect();
-    let sections = contributors
-        .iter()
-        .map(|contributor| {
-            let mine: Vec<ExceptionEvent> = events
-                .iter()
-                .filter(|e| e.contributor == *contributor)
-                .cloned()
-                .collect();
-            let their_runs = runs
-                .iter()
-                .filter(|r| r.contributor == *contributor)
-                .cloned()
-                .collect();
-            section(contributor, &mine, their_runs, now, stale)
-        })
-        .collect();
-    ReportData {
+    let mut contributors = Vec::new();
+    let mut alerts = Vec::new();
+    for contributor in all {
+        let folded = theirs.remove(&contributor);
+        let has_exceptions = folded.is_some();
+        let (tally, watch) = folded.unwrap_or_else(fresh);
+        alerts.extend(watch.alerts(&contributor, &failures));
+        let their_runs: Vec<RunPoint> = runs
+            .iter()
+            .filter(|r| r.contributor == contributor)
+            .cloned()
+            .collect();
+        if has_exceptions || !their_runs.is_empty() {
+            contributors.push(section(&contributor, tally, their_runs));
+        }
+    }
+    Ok(ReportData {
         dataset: plan.contract.name.clone(),
         generated_at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         stale_after_days: stale,
-        overall: section(OVERALL, events, runs, now, stale),
-        contributors: sections,
-        alerts: Vec::new(),
-    }
+        overall: section(OVERALL, overall, runs),
+        contributors,
+        alerts,
+    })
 }
 
-fn section(
-    name: &str,
-    events: &[ExceptionEvent],
-    mut runs: Vec<RunPoint>,
-    now: DateTime<Utc>,
-    stale_after_days: u32,
-) -> Section {
-    let states = states(events);
+fn section(name: &str, tally: Tally, mut runs: Vec<RunPoint>) -> Section {
+    let (backlog, open_by_rule, weekly_flow) = tally.finish();
     runs.sort_by(|a, b| a.at.cmp(&b.at));
     Section {
         name: name.to_string(),
-        backlog: figures(&states, now, stale_after_days),
-        open_by_rule: open_by_rule(&states, now),
-        weekly_flow: weekly_flow(&states, now, FLOW_WEEKS),
+        backlog,
+        open_by_rule,
+        weekly_flow,
         runs,
     }
 }

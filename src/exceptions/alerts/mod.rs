@@ -8,21 +8,22 @@
 //! - **exit rate**: exceptions entered in the last `no_exit_days` days and
 //!   none left, while the backlog is at least that old.
 //!
-//! [`evaluate`] computes them from the exception events and the runs; a
-//! committed run puts its contributor's in its summary, `silverline backlog
-//! --check` and the report show everyone's, and [`webhook::notify`] POSTs them.
+//! [`StateWatch`] computes a contributor's from its exceptions' states,
+//! folded in one at a time, and its runs; a committed run puts its
+//! contributor's in its summary, `silverline backlog --check` and the report
+//! show everyone's, and [`webhook::notify`] POSTs them.
 //! Only counts, rates, ids and rule names appear: never a row's value.
 
 mod creep;
 pub mod webhook;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::ExceptionEvent;
-use super::backlog::{ExceptionState, figures, states};
+use super::backlog::{ExceptionState, count_state};
+use super::figures::BacklogFigures;
 use super::runs::SummaryFile;
 use crate::config::alerts::AlertSettings;
 use crate::core::drop::is_made_of_exceptions;
@@ -214,53 +215,98 @@ impl RunFailures {
     }
 }
 
-/// Every alert `settings` asks for, of every contributor of `events` and
-/// `runs`, at `now`: by contributor, then kind, then rule.
-pub fn evaluate(
-    settings: &AlertSettings,
-    events: &[ExceptionEvent],
-    runs: &[RunFailures],
+/// One contributor's alerts, its exception states folded in one at a time
+/// (they need not be held together: a contributor may have millions).
+pub struct StateWatch<'a> {
+    settings: &'a AlertSettings,
     now: DateTime<Utc>,
-) -> Vec<Alert> {
-    let contributors: BTreeSet<&str> = events
-        .iter()
-        .map(|e| e.contributor.as_str())
-        .chain(runs.iter().map(|r| r.contributor.as_str()))
-        .collect();
-    let mut alerts = Vec::new();
-    for contributor in contributors {
-        let states = states(events.iter().filter(|e| e.contributor == contributor));
-        alerts.extend(
-            settings
+    /// The backlog at the age alert's stale age, when it is watched.
+    aged: Option<(u32, BacklogFigures)>,
+    /// Entries and exits in the exit-rate alert's window, when it is watched.
+    flow: Option<ExitFlow>,
+}
+
+/// Entries and exits of the last `days` days.
+struct ExitFlow {
+    days: u32,
+    entered: u64,
+    exited: u64,
+    open: u64,
+    /// When the earliest exception entered.
+    first_entry: Option<DateTime<Utc>>,
+}
+
+impl<'a> StateWatch<'a> {
+    /// A watch of the alerts `settings` asks for, at `now`.
+    pub fn new(settings: &'a AlertSettings, now: DateTime<Utc>) -> StateWatch<'a> {
+        StateWatch {
+            settings,
+            now,
+            aged: settings
                 .stale_after_days
-                .and_then(|days| age_alert(contributor, &states, now, days)),
-        );
-        alerts.extend(
-            settings
-                .no_exit_days
-                .and_then(|days| exit_rate_alert(contributor, &states, now, days)),
-        );
-        if let Some(creep) = &settings.creep {
+                .map(|days| (days, BacklogFigures::default())),
+            flow: settings.no_exit_days.map(|days| ExitFlow {
+                days,
+                entered: 0,
+                exited: 0,
+                open: 0,
+                first_entry: None,
+            }),
+        }
+    }
+
+    /// Folds one exception's state in.
+    pub fn add(&mut self, state: &ExceptionState<'_>) {
+        let now = self.now;
+        if let Some((days, backlog)) = &mut self.aged {
+            count_state(backlog, state, now, *days);
+        }
+        if let Some(flow) = &mut self.flow {
+            let since = now - Duration::days(i64::from(flow.days));
+            let within = |at: DateTime<Utc>| at > since && at <= now;
+            let entered_at = state.entered_open.then_some(state.latest.entered_at);
+            flow.entered += u64::from(entered_at.is_some_and(within));
+            flow.exited += u64::from(state.exited_at().is_some_and(within));
+            flow.open += u64::from(state.is_open());
+            flow.first_entry = match (flow.first_entry, entered_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+
+    /// The contributor's alerts: those of the states folded in, and the
+    /// creep alerts of its `runs` (other contributors' runs are passed
+    /// over), by kind then rule.
+    pub fn alerts(self, contributor: &str, runs: &[RunFailures]) -> Vec<Alert> {
+        let mut alerts: Vec<Alert> = self
+            .aged
+            .and_then(|(days, backlog)| age_alert(contributor, &backlog, days))
+            .into_iter()
+            .chain(
+                self.flow
+                    .and_then(|flow| exit_rate_alert(contributor, &flow, self.now)),
+            )
+            .collect();
+        if let Some(creep) = &self.settings.creep {
             let their_runs: Vec<&RunFailures> = runs
                 .iter()
                 .filter(|r| r.contributor == contributor)
                 .collect();
             alerts.extend(creep_alerts(creep, contributor, &their_runs));
         }
+        sort_alerts(&mut alerts);
+        alerts
     }
+}
+
+fn sort_alerts(alerts: &mut [Alert]) {
     alerts
         .sort_by(|a, b| (&a.contributor, a.kind, &a.rule).cmp(&(&b.contributor, b.kind, &b.rule)));
-    alerts
 }
 
 /// Open exceptions older than `stale_after_days` (the backlog's stale count).
-fn age_alert(
-    contributor: &str,
-    states: &[ExceptionState<'_>],
-    now: DateTime<Utc>,
-    stale_after_days: u32,
-) -> Option<Alert> {
-    let backlog = figures(states, now, stale_after_days);
+fn age_alert(contributor: &str, backlog: &BacklogFigures, stale_after_days: u32) -> Option<Alert> {
     if backlog.stale == 0 {
         return None;
     }
@@ -285,37 +331,19 @@ fn age_alert(
 /// Exceptions that entered in the last `days` days while none left, the
 /// backlog being at least that old (a first run's exceptions are not yet a
 /// backlog nobody works).
-fn exit_rate_alert(
-    contributor: &str,
-    states: &[ExceptionState<'_>],
-    now: DateTime<Utc>,
-    days: u32,
-) -> Option<Alert> {
-    let since = now - Duration::days(i64::from(days));
-    let within = |at: DateTime<Utc>| at > since && at <= now;
-    let entered_at = |s: &ExceptionState<'_>| s.entered_open.then_some(s.latest.entered_at);
-    let entered = states
-        .iter()
-        .filter_map(entered_at)
-        .filter(|at| within(*at))
-        .count();
-    let exited = states
-        .iter()
-        .filter_map(|s| s.exited_at())
-        .filter(|at| within(*at))
-        .count();
-    let open = states.iter().filter(|s| s.is_open()).count();
-    let first_entry = states.iter().filter_map(entered_at).min()?;
-    if entered == 0 || exited > 0 || open == 0 || first_entry > since {
+fn exit_rate_alert(contributor: &str, flow: &ExitFlow, now: DateTime<Utc>) -> Option<Alert> {
+    let since = now - Duration::days(i64::from(flow.days));
+    if flow.entered == 0 || flow.exited > 0 || flow.open == 0 || flow.first_entry? > since {
         return None;
     }
+    let (entered, days, open) = (flow.entered, flow.days, flow.open);
     let message = format!(
         "{contributor}: {entered} exception(s) entered in the last {days} days and none left; {open} open"
     );
     let figures = ExitRateFigures {
-        entered: entered as u64,
+        entered,
         exited: 0,
-        open: open as u64,
+        open,
         days,
     };
     Some(Alert::new(
