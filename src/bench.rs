@@ -122,6 +122,13 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
     let broken = put_broken_drop(ws3, drop3)?;
     let set_aside = measure_run(ws3, "credit_statements.toml", &broken, COMMIT)?;
     print_measure("run, every row set aside, committed", accounts, &set_aside);
+    let config = ws3.dir.join("config/credit_statements.toml");
+    let backlog = measure_command(&config, &["backlog", "--json"])?;
+    print_measure(
+        &format!("backlog, {accounts} open exceptions"),
+        accounts,
+        &backlog,
+    );
     let base = &by_history[0].3;
     for &large in &sizes.large {
         let ws = Workspace::create(&dir.join(format!("large-{large}"))).await?;
