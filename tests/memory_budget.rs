@@ -184,7 +184,10 @@ fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_do
         silverline(&["backlog", "--config", config.to_str().unwrap(), "--json"]).success();
     let out = backlog.get_output();
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(log.contains("a query spilled to the scratch folder"), "{log}");
+    assert!(
+        log.contains("a query spilled to the scratch folder"),
+        "{log}"
+    );
     let backlog: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         backlog["overall"]["backlog"]["open"], ACCOUNTS as u64,

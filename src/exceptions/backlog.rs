@@ -211,13 +211,13 @@ fn monday_of(day: NaiveDate) -> NaiveDate {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::exceptions::ExceptionStatus::{
         self, Accepted, Ignored, Pending, Quarantined, Resolved,
     };
 
-    fn at(day: u32) -> DateTime<Utc> {
+    pub(crate) fn at(day: u32) -> DateTime<Utc> {
         // 2026-11-01 (a Sunday) is day 1.
         chrono::NaiveDate::from_ymd_opt(2026, 11, day)
             .and_then(|d| d.and_hms_opt(12, 0, 0))
@@ -225,7 +225,8 @@ mod tests {
             .unwrap_or_default()
     }
 
-    fn event(
+    /// An event of BANK_A's exception `id`, entered on November `entered`.
+    pub(crate) fn event(
         id: &str,
         rule: &str,
         status: ExceptionStatus,

@@ -552,6 +552,7 @@ fn from_batch(batch: &RecordBatch, read: Read) -> Result<Vec<ExceptionEvent>> {
 mod tests {
     use super::*;
     use crate::core::sql::MemoryBudget;
+    use crate::exceptions::backlog::tests::{at, event};
     use crate::exceptions::backlog::{count_state, states};
     use crate::exceptions::figures::BacklogFigures;
     use chrono::Duration;
@@ -564,10 +565,6 @@ mod tests {
     /// `count` exceptions of `contributor`, each quarantined or pending on
     /// day `i % 40` and, for every third, closed or re-judged later.
     fn events(contributor: &str, count: usize) -> Vec<ExceptionEvent> {
-        let start = chrono::NaiveDate::from_ymd_opt(2026, 10, 1)
-            .and_then(|d| d.and_hms_opt(9, 0, 0))
-            .map(|t| t.and_utc())
-            .expect("a time");
         let statuses = [
             ExceptionStatus::Resolved,
             ExceptionStatus::Accepted,
@@ -576,25 +573,14 @@ mod tests {
         ];
         (0..count)
             .flat_map(|i| {
-                let entered = start + Duration::days((i % 40) as i64);
+                let entered = at(1) + Duration::days((i % 40) as i64);
+                let opened = [ExceptionStatus::Quarantined, ExceptionStatus::Pending][i % 2];
                 let first = ExceptionEvent {
                     exception_id: format!("{contributor}-{:06}", (i * 7919) % count),
                     contributor: contributor.to_string(),
-                    drop_id: "2026-10".to_string(),
-                    run_id: "run".to_string(),
-                    status: [ExceptionStatus::Quarantined, ExceptionStatus::Pending][i % 2],
-                    rule: format!("rule_{}", i % 3),
-                    rules: String::new(),
-                    severity: "critical".to_string(),
-                    reasons: "[]".to_string(),
-                    record_key: None,
-                    source_file: None,
-                    source_line: None,
-                    dq_file: None,
                     entered_at: entered,
                     event_at: entered,
-                    actor: None,
-                    note: None,
+                    ..event("", &format!("rule_{}", i % 3), opened, 1, 1)
                 };
                 let later = (i % 3 == 0).then(|| ExceptionEvent {
                     status: statuses[(i / 3) % statuses.len()],
