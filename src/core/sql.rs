@@ -86,6 +86,15 @@ impl QueryMemory {
     }
 }
 
+impl std::fmt::Debug for QueryMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryMemory")
+            .field("pool", &self.pool)
+            .field("merge_reservation", &self.merge_reservation)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Creates `dir` if missing and checks that a folder can be made in it (as
 /// the disk manager makes one per run).
 fn writable_folder(dir: &std::path::Path) -> std::io::Result<()> {
@@ -107,13 +116,15 @@ pub(crate) fn new_session(memory: &QueryMemory) -> SessionContext {
 }
 
 /// A session for one sort of more rows than `memory` may hold: one
-/// partition (one sorter has the whole pool) that holds back a quarter of
-/// the pool to merge what it spilled, so that even the smallest budget
-/// sorts whatever it is given.
+/// partition (one sorter, not one per core, shares the pool) that holds
+/// back at least a quarter of a small pool to merge what it spilled (a
+/// sixteenth could not merge batches of the exception table's size at the
+/// smallest budgets).
 pub(crate) fn sort_session(memory: &QueryMemory) -> SessionContext {
     let mut config = session_config().with_target_partitions(1);
-    config.options_mut().execution.sort_spill_reservation_bytes =
-        memory.merge_reservation.max(memory.pool / 4);
+    config.options_mut().execution.sort_spill_reservation_bytes = memory
+        .merge_reservation
+        .max((memory.pool / 4).min(SORT_SPILL_RESERVATION));
     SessionContext::new_with_config_rt(config, memory.runtime.clone())
 }
 
@@ -184,8 +195,9 @@ pub(crate) async fn stream_frame(
     Ok((plan, stream))
 }
 
-/// Logs what `plan`'s operators spilled past the memory budget, if they did.
-pub(crate) fn log_spills(plan: &dyn ExecutionPlan) {
+/// Logs what `plan`'s operators spilled past the memory budget, if they
+/// did; how many times they spilled.
+pub(crate) fn log_spills(plan: &dyn ExecutionPlan) -> usize {
     let (spills, spilled_bytes) = spilled(plan);
     if spills > 0 {
         tracing::info!(
@@ -194,6 +206,7 @@ pub(crate) fn log_spills(plan: &dyn ExecutionPlan) {
             "a query spilled to the scratch folder: an operator passed its share of [resources] memory_limit"
         );
     }
+    spills
 }
 
 /// How many times `plan`'s operators spilled, and how many bytes.

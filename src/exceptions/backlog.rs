@@ -82,7 +82,7 @@ pub fn state_of<'a>(
 /// A backlog's figures, its exceptions' states folded in one at a time
 /// (they need not be held together: a contributor may have millions).
 #[derive(Debug, Clone)]
-pub struct Tally {
+pub struct BacklogTally {
     now: DateTime<Utc>,
     stale_after_days: u32,
     figures: BacklogFigures,
@@ -90,14 +90,14 @@ pub struct Tally {
     flow: BTreeMap<NaiveDate, (u64, u64)>,
 }
 
-impl Tally {
+impl BacklogTally {
     /// An empty backlog at `now`, open exceptions older than
     /// `stale_after_days` stale, its flow over the last `weeks` weeks
     /// (weeks start on Monday).
-    pub fn new(now: DateTime<Utc>, stale_after_days: u32, weeks: u32) -> Tally {
+    pub fn new(now: DateTime<Utc>, stale_after_days: u32, weeks: u32) -> BacklogTally {
         let this_week = monday_of(now.date_naive());
         let first = this_week - Duration::weeks(i64::from(weeks.saturating_sub(1)));
-        Tally {
+        BacklogTally {
             now,
             stale_after_days,
             figures: BacklogFigures::default(),
@@ -139,11 +139,6 @@ impl Tally {
         {
             week.1 += 1;
         }
-    }
-
-    /// The headline figures.
-    pub fn figures(&self) -> &BacklogFigures {
-        &self.figures
     }
 
     /// The headline figures, open exceptions per primary rule and age
@@ -217,6 +212,7 @@ pub(crate) mod tests {
         self, Accepted, Ignored, Pending, Quarantined, Resolved,
     };
 
+    /// Noon of November `day`, 2026.
     pub(crate) fn at(day: u32) -> DateTime<Utc> {
         // 2026-11-01 (a Sunday) is day 1.
         chrono::NaiveDate::from_ymd_opt(2026, 11, day)
@@ -225,7 +221,8 @@ pub(crate) mod tests {
             .unwrap_or_default()
     }
 
-    /// An event of BANK_A's exception `id`, entered on November `entered`.
+    /// An event of BANK_A's exception `id` under `rule`, of `status`, on
+    /// November `day`, the exception having entered on November `entered`.
     pub(crate) fn event(
         id: &str,
         rule: &str,
@@ -285,7 +282,7 @@ pub(crate) mod tests {
 
     /// The backlog of `events` at day 30, stale after 30 days, over 6 weeks.
     fn tally(events: &[ExceptionEvent]) -> (BacklogFigures, Vec<RuleBacklog>, Vec<WeekFlow>) {
-        let mut tally = Tally::new(at(30), 30, 6);
+        let mut tally = BacklogTally::new(at(30), 30, 6);
         for state in states(events) {
             tally.add(&state);
         }

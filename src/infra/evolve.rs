@@ -428,21 +428,8 @@ pub(crate) async fn scan_current(
     table: &Table,
     filter: Option<iceberg::expr::Predicate>,
 ) -> Result<Vec<arrow::record_batch::RecordBatch>> {
-    let target = table.identifier().to_string();
-    futures::TryStreamExt::try_collect(scan_batches(table, filter, None).await?)
-        .await
-        .map_err(Error::catalog("scan", &target))
-}
-
-/// [`scan_current`] as a stream of batches, of the columns `select` names
-/// (every column when `None`).
-async fn scan_batches(
-    table: &Table,
-    filter: Option<iceberg::expr::Predicate>,
-    select: Option<&[&str]>,
-) -> Result<iceberg::scan::ArrowRecordBatchStream> {
     if table.metadata().current_snapshot().is_none() {
-        return Ok(Box::pin(futures::stream::empty()));
+        return Ok(Vec::new());
     }
     let target = table.identifier().to_string();
     let table = read_with_current_schema(table)?;
@@ -450,12 +437,13 @@ async fn scan_batches(
     if let Some(filter) = filter {
         scan = scan.with_filter(filter);
     }
-    if let Some(columns) = select {
-        scan = scan.select(columns.iter().copied());
-    }
-    scan.build()
+    let batches = scan
+        .build()
         .map_err(Error::catalog("scan", &target))?
         .to_arrow()
+        .await
+        .map_err(Error::catalog("scan", &target))?;
+    futures::TryStreamExt::try_collect(batches)
         .await
         .map_err(Error::catalog("scan", &target))
 }

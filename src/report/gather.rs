@@ -8,9 +8,10 @@ use chrono::{DateTime, Utc};
 
 use super::model::{ReportData, RunPoint, Section};
 use crate::config::Plan;
+use crate::core::sql::QueryMemory;
 use crate::error::Result;
 use crate::exceptions::alerts::{RunFailures, StateWatch};
-use crate::exceptions::backlog::Tally;
+use crate::exceptions::backlog::BacklogTally;
 use crate::exceptions::runs::{SummaryFile, read_summaries};
 use crate::exceptions::store::{Opened, for_each_state, open_exceptions};
 
@@ -37,16 +38,17 @@ pub struct Gather {
 pub async fn gather(plan: &Plan, what: Gather) -> Result<ReportData> {
     let only = what.contributor.as_deref();
     let keep = |contributor: &str| only.is_none_or(|c| c == contributor);
-    gather_where(plan, &what, &keep).await
+    gather_where(plan, &what, &keep, &plan.query_memory()?).await
 }
 
 /// [`gather`], keeping only the contributors `keep` accepts (the workbench
 /// shows a person the contributors they may see). The exception store is
-/// read one exception at a time, within `[resources] memory_limit`.
-pub async fn gather_where(
+/// read one exception at a time, within `memory`'s pool.
+pub(crate) async fn gather_where(
     plan: &Plan,
     what: &Gather,
     keep: &(dyn Fn(&str) -> bool + Sync),
+    memory: &QueryMemory,
 ) -> Result<ReportData> {
     let Opened {
         stores,
@@ -57,13 +59,13 @@ pub async fn gather_where(
     let (now, stale) = (what.now, plan.exceptions.stale_after_days);
     let fresh = || {
         (
-            Tally::new(now, stale, FLOW_WEEKS),
+            BacklogTally::new(now, stale, FLOW_WEEKS),
             StateWatch::new(&plan.alerts, now),
         )
     };
-    let mut overall = Tally::new(now, stale, FLOW_WEEKS);
-    let mut theirs: BTreeMap<String, (Tally, StateWatch<'_>)> = BTreeMap::new();
-    for_each_state(&table, only, &plan.query_memory()?, |state| {
+    let mut overall = BacklogTally::new(now, stale, FLOW_WEEKS);
+    let mut theirs: BTreeMap<String, (BacklogTally, StateWatch<'_>)> = BTreeMap::new();
+    for_each_state(&table, only, memory, |state| {
         let contributor = &state.latest.contributor;
         if !keep(contributor) {
             return;
@@ -126,7 +128,7 @@ pub async fn gather_where(
     })
 }
 
-fn section(name: &str, tally: Tally, mut runs: Vec<RunPoint>) -> Section {
+fn section(name: &str, tally: BacklogTally, mut runs: Vec<RunPoint>) -> Section {
     let (backlog, open_by_rule, weekly_flow) = tally.finish();
     runs.sort_by(|a, b| a.at.cmp(&b.at));
     Section {

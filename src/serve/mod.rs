@@ -29,6 +29,7 @@ use std::sync::Arc;
 use access::Access;
 
 use crate::config::Plan;
+use crate::core::sql::QueryMemory;
 use crate::error::{Error, Result};
 
 /// The Content-Security-Policy of every response: nothing but the
@@ -51,6 +52,8 @@ pub struct ServeOptions {
 #[derive(Debug)]
 struct App {
     plan: Plan,
+    /// The memory pool every view's queries share (`[resources]`).
+    memory: QueryMemory,
     access: Option<Access>,
     insecure_local: bool,
     sessions: session::Sessions,
@@ -100,10 +103,12 @@ fn bind_error(options: &ServeOptions, source: std::io::Error) -> Error {
 /// Serves the workbench until the process is stopped.
 pub async fn serve(plan: Plan, options: ServeOptions) -> Result<()> {
     check_listen(&options)?;
+    let memory = plan.query_memory()?;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|source| bind_error(&options, source))?;
     let app = Arc::new(App {
+        memory,
         plan,
         access: options.access,
         insecure_local: options.insecure_local,

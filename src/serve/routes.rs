@@ -583,7 +583,7 @@ async fn backlog_handler(
     };
     let principal = caller.principal.clone();
     let keep = move |c: &str| principal.may(Permission::View, c);
-    let data = gather_where(&app.plan, &what, &keep).await?;
+    let data = gather_where(&app.plan, &what, &keep, &app.memory).await?;
     Ok(Html(backlog_page(
         &caller.viewer(&app),
         &data,
