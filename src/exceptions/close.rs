@@ -9,8 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 
-use super::backlog::states;
-use super::store::{Opened, append_events, open_exceptions, read_events};
+use super::store::{Opened, Read, append_events, for_each_state, open_exceptions};
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
 use crate::core::digest::nul_terminated_hex;
@@ -200,12 +199,19 @@ pub async fn ignore(plan: &Plan, ids: &[String], decision: &Decision) -> Result<
         exceptions: table,
         ..
     } = open_exceptions(plan).await?;
-    let events = read_events(&table, None).await?;
-    let latest: BTreeMap<&str, &ExceptionEvent> = states(&events)
-        .into_iter()
-        .map(|s| (s.latest.exception_id.as_str(), s.latest))
-        .collect();
     let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+    // The latest event of each wanted exception, the store read one
+    // exception at a time (it may hold millions).
+    let mut found = Vec::new();
+    let every = (None, Read::Whole);
+    for_each_state(&table, every, &plan.query_memory()?, |state| {
+        if wanted.contains(state.latest.exception_id.as_str()) {
+            found.push(state.latest.clone());
+        }
+    })
+    .await?;
+    let latest: BTreeMap<&str, &ExceptionEvent> =
+        found.iter().map(|e| (e.exception_id.as_str(), e)).collect();
     let unknown: Vec<String> = wanted
         .iter()
         .filter(|id| !latest.contains_key(*id))

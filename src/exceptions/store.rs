@@ -315,15 +315,15 @@ const HEAD_COLUMNS: [&str; 6] = [
 ];
 
 /// Folds each of `contributor`'s exceptions (every contributor's when
-/// `None`) into `visit`, one at a time: its events, [`HEAD_COLUMNS`] only
-/// (the other texts empty), come from a query that sorts them by exception
+/// `None`) into `visit`, one at a time: its events, as much of them as
+/// `read` asks for, come from a query that sorts them by exception
 /// and time within `memory`'s pool (spilling to its scratch folder past
 /// it), so that a contributor's millions of events are never held at once.
 /// Events of one exception at the same instant follow in no set order.
 /// Returns how many times the sort spilled (logged too).
 pub(crate) async fn for_each_state(
     table: &Table,
-    contributor: Option<&str>,
+    (contributor, read): (Option<&str>, Read),
     memory: &QueryMemory,
     mut visit: impl FnMut(&ExceptionState<'_>),
 ) -> Result<usize> {
@@ -342,16 +342,19 @@ pub(crate) async fn for_each_state(
         format!(" WHERE {} = {}", quote("contributor"), sql_string(c))
     });
     let (id, at) = (quote("exception_id"), quote("event_at"));
-    let columns: Vec<String> = HEAD_COLUMNS.iter().map(|c| quote(c)).collect();
-    let sql = format!(
-        "SELECT {} FROM events{only} ORDER BY {id}, {at}",
-        columns.join(", ")
-    );
+    let columns = match read {
+        Read::Whole => "*".to_string(),
+        Read::Heads => {
+            let heads: Vec<String> = HEAD_COLUMNS.iter().map(|c| quote(c)).collect();
+            heads.join(", ")
+        }
+    };
+    let sql = format!("SELECT {columns} FROM events{only} ORDER BY {id}, {at}");
     let frame = ctx.sql(&sql).await.map_err(failed)?;
     let (plan, mut batches) = stream_frame(frame).await.map_err(failed)?;
     let mut history: Vec<ExceptionEvent> = Vec::new();
     while let Some(batch) = batches.try_next().await.map_err(failed)? {
-        for event in from_batch(&batch, Read::Heads)? {
+        for event in from_batch(&batch, read)? {
             if history
                 .last()
                 .is_some_and(|last| last.exception_id != event.exception_id)
@@ -495,9 +498,9 @@ fn to_batch(table: &Table, events: &[ExceptionEvent]) -> Result<RecordBatch> {
     RecordBatch::try_new(schema, columns).map_err(Error::arrow(Stage::Exceptions))
 }
 
-/// What a scan of the exception table read of each event.
+/// What a scan of the exception table reads of each event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Read {
+pub(crate) enum Read {
     /// Every column.
     Whole,
     /// [`HEAD_COLUMNS`]: the others read as empty.
@@ -653,7 +656,7 @@ mod tests {
         })
         .unwrap();
         let mut folded = Vec::new();
-        let spills = for_each_state(&table, Some("BANK_A"), &memory, |state| {
+        let spills = for_each_state(&table, (Some("BANK_A"), Read::Heads), &memory, |state| {
             folded.push(head(state));
         })
         .await

@@ -34,7 +34,7 @@ use crate::exceptions::record::{
 };
 use crate::exceptions::runs::read_summaries;
 use crate::exceptions::store::{
-    EventWriter, for_each_state, has_run, load_or_create_exceptions, read_missing_events,
+    EventWriter, Read, for_each_state, has_run, load_or_create_exceptions, read_missing_events,
 };
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::pipeline::read::DropRows;
@@ -217,10 +217,15 @@ pub(super) async fn contributor_watch(
     let stale_after_days = plan.exceptions.stale_after_days;
     let mut backlog = BacklogFigures::default();
     let mut watch = StateWatch::new(&plan.alerts, now);
-    for_each_state(&table, Some(contributor), &context.memory, |state| {
-        count_state(&mut backlog, state, now, stale_after_days);
-        watch.add(state);
-    })
+    for_each_state(
+        &table,
+        (Some(contributor), Read::Heads),
+        &context.memory,
+        |state| {
+            count_state(&mut backlog, state, now, stale_after_days);
+            watch.add(state);
+        },
+    )
     .await?;
     let mut runs = Vec::new();
     if plan.alerts.watches_creep() {

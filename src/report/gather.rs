@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::exceptions::alerts::{RunFailures, StateWatch};
 use crate::exceptions::backlog::BacklogTally;
 use crate::exceptions::runs::{SummaryFile, read_summaries};
-use crate::exceptions::store::{Opened, for_each_state, open_exceptions};
+use crate::exceptions::store::{Opened, Read, for_each_state, open_exceptions};
 
 /// How many weeks of entries and exits a section shows.
 pub const FLOW_WEEKS: u32 = 26;
@@ -65,7 +65,7 @@ pub(crate) async fn gather_where(
     };
     let mut overall = BacklogTally::new(now, stale, FLOW_WEEKS);
     let mut theirs: BTreeMap<String, (BacklogTally, StateWatch<'_>)> = BTreeMap::new();
-    for_each_state(&table, only, memory, |state| {
+    for_each_state(&table, (only, Read::Heads), memory, |state| {
         let contributor = &state.latest.contributor;
         if !keep(contributor) {
             return;
