@@ -33,9 +33,8 @@ use crate::config::rules::Severity;
 use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
-use crate::exceptions::backlog::states;
 use crate::exceptions::close::{Acceptance, Decision};
-use crate::exceptions::store::{Opened, open_exceptions, read_events};
+use crate::exceptions::store::{Opened, Read, for_each_state, open_exceptions};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::pipeline::read::PARSE_RULE;
 use crate::pipeline::summary::RunStatus;
@@ -118,8 +117,17 @@ pub async fn accept(
     } = open_exceptions(plan).await?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
-    let events = read_events(&table, Some(&request.drop.contributor)).await?;
-    let (taken, mut outcome) = select(&events, request);
+    // The latest event of each of the drop's exceptions asked for, the
+    // store read one exception at a time (it may hold millions).
+    let mut of_drop = Vec::new();
+    let theirs = (Some(request.drop.contributor.as_str()), Read::Whole);
+    for_each_state(&table, theirs, &plan.query_memory()?, |state| {
+        if asked_for(state.latest, request) {
+            of_drop.push(state.latest.clone());
+        }
+    })
+    .await?;
+    let (taken, mut outcome) = select(&of_drop, request);
     if taken.is_empty() {
         return Ok(outcome);
     }
@@ -143,10 +151,21 @@ pub async fn accept(
     Ok(outcome)
 }
 
-/// The drop's open exceptions to accept, and an outcome counting the others:
-/// those left open, by why, and those already closed.
+/// Whether `latest`, an exception's latest event, is of the drop `request`
+/// accepts (and among its ids, when it names some).
+fn asked_for(latest: &ExceptionEvent, request: &AcceptRequest) -> bool {
+    latest.drop_id == request.drop.drop_id
+        && request
+            .only
+            .as_ref()
+            .is_none_or(|ids| ids.contains(&latest.exception_id))
+}
+
+/// The open exceptions to accept among `of_drop` (the latest event of each
+/// exception [`asked_for`]), and an outcome counting the others: those left
+/// open, by why, and those already closed.
 fn select<'a>(
-    events: &'a [ExceptionEvent],
+    of_drop: &'a [ExceptionEvent],
     request: &AcceptRequest,
 ) -> (Vec<&'a ExceptionEvent>, AcceptOutcome) {
     let mut outcome = AcceptOutcome {
@@ -156,16 +175,6 @@ fn select<'a>(
         run: None,
     };
     let mut taken = Vec::new();
-    let of_drop = states(events)
-        .into_iter()
-        .map(|s| s.latest)
-        .filter(|e| e.drop_id == request.drop.drop_id)
-        .filter(|e| {
-            request
-                .only
-                .as_ref()
-                .is_none_or(|ids| ids.contains(&e.exception_id))
-        });
     for exception in of_drop {
         if !exception.status.is_open() {
             outcome.closed += 1;
