@@ -34,7 +34,7 @@ use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::close::{Acceptance, Decision};
-use crate::exceptions::store::{Opened, Read, for_each_state, open_exceptions};
+use crate::exceptions::store::{Opened, latest_events, open_exceptions};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::pipeline::read::PARSE_RULE;
 use crate::pipeline::summary::RunStatus;
@@ -117,14 +117,10 @@ pub async fn accept(
     } = open_exceptions(plan).await?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
-    // The latest event of each of the drop's exceptions asked for, the
-    // store read one exception at a time (it may hold millions).
-    let mut of_drop = Vec::new();
-    let theirs = (Some(request.drop.contributor.as_str()), Read::Whole);
-    for_each_state(&table, theirs, &plan.query_memory()?, |state| {
-        if asked_for(state.latest, request) {
-            of_drop.push(state.latest.clone());
-        }
+    let contributor = Some(request.drop.contributor.as_str());
+    let memory = plan.query_memory()?;
+    let of_drop = latest_events(&table, contributor, &memory, |state| {
+        asked_for(state.latest, request)
     })
     .await?;
     let (taken, mut outcome) = select(&of_drop, request);

@@ -26,7 +26,7 @@ use crate::core::drop::DropRef;
 use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::record::{CarriedException, REPLAY_MANIFEST, manifest_csv};
-use crate::exceptions::store::{Opened, Read, for_each_state, open_exceptions};
+use crate::exceptions::store::{Opened, latest_events, open_exceptions};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::infra::storage::Location;
 use crate::pipeline::summary::RunStatus;
@@ -122,16 +122,9 @@ pub async fn replay(
     } = open_exceptions(plan).await?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
-    // The latest event of each open exception, the store read one
-    // exception at a time (closed ones are not kept).
-    let mut still_open = Vec::new();
-    let theirs = (Some(contributor), Read::Whole);
-    for_each_state(&table, theirs, &plan.query_memory()?, |state| {
-        if state.is_open() {
-            still_open.push(state.latest.clone());
-        }
-    })
-    .await?;
+    let memory = plan.query_memory()?;
+    let still_open =
+        latest_events(&table, Some(contributor), &memory, |state| state.is_open()).await?;
     let open: BTreeMap<&str, &ExceptionEvent> = still_open
         .iter()
         .map(|e| (e.exception_id.as_str(), e))

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 
-use super::store::{Opened, Read, append_events, for_each_state, open_exceptions};
+use super::store::{Opened, append_events, latest_events, open_exceptions};
 use super::{ExceptionEvent, ExceptionStatus};
 use crate::config::Plan;
 use crate::core::digest::nul_terminated_hex;
@@ -200,14 +200,8 @@ pub async fn ignore(plan: &Plan, ids: &[String], decision: &Decision) -> Result<
         ..
     } = open_exceptions(plan).await?;
     let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-    // The latest event of each wanted exception, the store read one
-    // exception at a time (it may hold millions).
-    let mut found = Vec::new();
-    let every = (None, Read::Whole);
-    for_each_state(&table, every, &plan.query_memory()?, |state| {
-        if wanted.contains(state.latest.exception_id.as_str()) {
-            found.push(state.latest.clone());
-        }
+    let found = latest_events(&table, None, &plan.query_memory()?, |state| {
+        wanted.contains(state.latest.exception_id.as_str())
     })
     .await?;
     let latest: BTreeMap<&str, &ExceptionEvent> =

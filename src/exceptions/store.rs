@@ -368,6 +368,25 @@ pub(crate) async fn for_each_state(
     Ok(log_spills(plan.as_ref()))
 }
 
+/// The latest event, every column read, of each exception in `scope` whose
+/// state `wanted` accepts: the store is read one exception at a time
+/// ([`for_each_state`]), so only those kept are held.
+pub(crate) async fn latest_events(
+    table: &Table,
+    contributor: Option<&str>,
+    memory: &QueryMemory,
+    wanted: impl Fn(&ExceptionState<'_>) -> bool,
+) -> Result<Vec<ExceptionEvent>> {
+    let mut kept = Vec::new();
+    for_each_state(table, (contributor, Read::Whole), memory, |state| {
+        if wanted(state) {
+            kept.push(state.latest.clone());
+        }
+    })
+    .await?;
+    Ok(kept)
+}
+
 /// A failure of a query over the exception table `target`: a read of its
 /// files that failed (an Iceberg error under the engine's) is the catalog's,
 /// as a scan's is; any other the query's.
