@@ -55,6 +55,8 @@ pub struct Sizes {
     pub large: Vec<usize>,
     /// Monthly drops a measured backfill runs (0: none).
     pub backfill_months: u32,
+    /// Measure the backfill alone (no single runs, no larger drops).
+    pub backfill_only: bool,
 }
 
 /// Runs the benchmark under `dir` and prints the figures.
@@ -64,6 +66,19 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
         "silverline bench: {accounts} accounts, embedded default, under {}",
         dir.display()
     );
+    if !sizes.backfill_only {
+        bench_runs(sizes, dir).await?;
+    }
+    if sizes.backfill_months > 0 {
+        bench_backfills(accounts, sizes.backfill_months, dir).await?;
+    }
+    Ok(())
+}
+
+/// The single runs (history lengths, floor, Parquet, rules, commit, a drop
+/// set aside, the backlog) and the larger drops.
+async fn bench_runs(sizes: &Sizes, dir: &Path) -> Result<()> {
+    let accounts = sizes.accounts;
     let mut by_history = Vec::new();
     let mut later_months = Vec::new();
     for history in [3u32, 12, 36] {
@@ -141,18 +156,40 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
             large as f64 / accounts as f64
         );
     }
-    if sizes.backfill_months > 0 {
-        let ws = Workspace::create(&dir.join("backfill")).await?;
-        let (from, to) = put_monthly_drops(&ws, accounts, sizes.backfill_months).await?;
+    Ok(())
+}
+
+/// A backfill of `months` monthly drops of `accounts` accounts, as CSV
+/// files, then as Parquet files, each in a workspace of its own.
+async fn bench_backfills(accounts: usize, months: u32, dir: &Path) -> Result<()> {
+    for format in [DropFormat::Csv, DropFormat::Parquet] {
+        let ws = Workspace::create(&dir.join(format!("backfill-{}", format.name()))).await?;
+        let (from, to) = put_monthly_drops(&ws, accounts, months, format).await?;
         let measure = measure_backfill(&ws, (&from, &to))?;
-        let rows = accounts * sizes.backfill_months as usize;
+        let rows = accounts * months as usize;
         print_measure(
-            &format!("backfill, {} monthly drops", sizes.backfill_months),
+            &format!("backfill, {months} monthly {} drops", format.name()),
             rows,
             &measure,
         );
     }
     Ok(())
+}
+
+/// The file format of a benchmark's drops.
+#[derive(Clone, Copy)]
+enum DropFormat {
+    Csv,
+    Parquet,
+}
+
+impl DropFormat {
+    fn name(self) -> &'static str {
+        match self {
+            DropFormat::Csv => "CSV",
+            DropFormat::Parquet => "Parquet",
+        }
+    }
 }
 
 /// `months_count` monthly drops of `accounts` accounts put in bronze
@@ -161,17 +198,31 @@ async fn put_monthly_drops(
     ws: &Workspace,
     accounts: usize,
     months_count: u32,
+    format: DropFormat,
 ) -> Result<(String, String)> {
     let mut drops = MonthlyDrops {
         portfolio: Portfolio::new(CONTRIBUTOR, accounts, false, 7),
         month: NaiveDate::from_ymd_opt(2024, 1, 1).unwrap_or_default(),
     };
-    let from = drops.put(ws).await?;
-    let mut to = from.clone();
-    for _ in 1..months_count {
-        to = drops.put(ws).await?;
+    let mut ids = Vec::new();
+    for _ in 0..months_count.max(1) {
+        let drop_id = drops.put(ws).await?;
+        if let DropFormat::Parquet = format {
+            to_parquet_drop(ws, &drop_id)?;
+        }
+        ids.push(drop_id);
     }
-    Ok((from, to))
+    let first = ids.first().cloned().unwrap_or_default();
+    Ok((first, ids.pop().unwrap_or_default()))
+}
+
+/// Replaces the CSV file of drop `drop_id` with the same rows as a typed
+/// Parquet file.
+fn to_parquet_drop(ws: &Workspace, drop_id: &str) -> Result<()> {
+    let folder = ws.dir.join("data/bronze").join(CONTRIBUTOR).join(drop_id);
+    let csv = folder.join("statements.csv");
+    csv_to_parquet(ws, &csv, &folder.join("statements.parquet"))?;
+    std::fs::remove_file(&csv).map_err(|source| Error::Io { path: csv, source })
 }
 
 fn print_measure(label: &str, accounts: usize, measure: &Measure) {
@@ -487,19 +538,25 @@ fn measure_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
         .join(CONTRIBUTOR)
         .join(drop_id)
         .join("statements.csv");
+    let started = Instant::now();
+    csv_to_parquet(ws, &csv, &ws.dir.join("floor.parquet"))?;
+    Ok(started.elapsed())
+}
+
+/// Reads the CSV file `csv` with the contract's types and writes it as the
+/// Parquet file `out_path`, with arrow alone.
+fn csv_to_parquet(ws: &Workspace, csv: &Path, out_path: &Path) -> Result<()> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    let started = Instant::now();
-    let file = std::fs::File::open(&csv).map_err(io(&csv))?;
+    let file = std::fs::File::open(csv).map_err(io(csv))?;
     let reader = arrow::csv::ReaderBuilder::new(ws.plan.contract.arrow_schema())
         .with_header(true)
         .with_batch_size(65_536)
         .build(file)
         .map_err(Error::arrow(Stage::Bench))?;
-    let out_path = ws.dir.join("floor.parquet");
-    let out = std::fs::File::create(&out_path).map_err(io(&out_path))?;
+    let out = std::fs::File::create(out_path).map_err(io(out_path))?;
     let mut writer =
         parquet::arrow::ArrowWriter::try_new(out, ws.plan.contract.arrow_schema(), None)
             .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
@@ -512,7 +569,7 @@ fn measure_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
     writer
         .close()
         .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
-    Ok(started.elapsed())
+    Ok(())
 }
 
 /// A stage's time in a measure, ms (0 when absent).

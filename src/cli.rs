@@ -223,6 +223,9 @@ pub enum Command {
         /// measured in rows per second (0: not measured).
         #[arg(long, default_value_t = 0)]
         backfill_months: u32,
+        /// Measure the backfills alone (of CSV, then Parquet drops), not the single runs.
+        #[arg(long, requires = "backfill_months")]
+        backfill_only: bool,
     },
     /// Serve the workbench: open exceptions, each in full, the backlog, and the actions
     /// (ignore, correct, accept as is, replay) on a web page. Needs an access file (bearer
@@ -407,11 +410,13 @@ pub async fn run(cli: Cli) -> Result<u8> {
             dir,
             large,
             backfill_months,
+            backfill_only,
         } => {
             let sizes = crate::bench::Sizes {
                 accounts,
                 large: large.into_iter().map(|n| n as usize).collect(),
                 backfill_months,
+                backfill_only,
             };
             crate::bench::run_bench(&sizes, &dir).await.map(|()| 0)
         }

@@ -356,7 +356,8 @@ fn bench_prints_the_run_the_floor_and_the_ratios() {
         "floor",
         "run, 12 months, the month after",
         "run, 600 accounts, 3 months",
-        "backfill, 2 monthly drops",
+        "backfill, 2 monthly CSV drops",
+        "backfill, 2 monthly Parquet drops",
     ] {
         assert!(text.contains(label), "no '{label}' in {text}");
     }

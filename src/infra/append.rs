@@ -83,6 +83,39 @@ impl JudgedOn {
     }
 }
 
+/// Whether `table`'s rows of `contributor` are still those of its snapshot
+/// `since`: every snapshot after it is a compaction (replace) or another
+/// contributor's run. Stricter than [`JudgedOn::is_stale`], which lets
+/// deletes pass: rows kept in memory for `since` stop standing for the
+/// table's after any delete. `false` when `since` cannot be met (expired).
+pub(crate) fn rows_of_unchanged_since(table: &Table, since: i64, contributor: &str) -> bool {
+    use iceberg::spec::Operation;
+    let metadata = table.metadata();
+    let mut next = metadata.current_snapshot_id();
+    while let Some(id) = next {
+        if id == since {
+            return true;
+        }
+        let Some(snapshot) = metadata.snapshot_by_id(id) else {
+            return false;
+        };
+        let summary = snapshot.summary();
+        let others = match summary.operation {
+            Operation::Replace => true,
+            Operation::Append => summary
+                .additional_properties
+                .get(RUN_KEY_PROPERTY)
+                .is_some_and(|run_key| run_key.split('/').next() != Some(contributor)),
+            Operation::Overwrite | Operation::Delete => false,
+        };
+        if !others {
+            return false;
+        }
+        next = snapshot.parent_snapshot_id();
+    }
+    false
+}
+
 fn adds_rows_of(snapshot: &iceberg::spec::Snapshot, contributor: &str) -> bool {
     use iceberg::spec::Operation;
     let summary = snapshot.summary();

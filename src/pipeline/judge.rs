@@ -3,12 +3,13 @@
 //! contributor's rows committed meanwhile.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use iceberg::table::Table;
 
 use super::background::Background;
-use super::baseline::{Bucket, Missing, SpilledHistory};
+use super::baseline::{Bucket, CommittedMonth, Missing, MonthKeeper, ReadColumns, SpilledHistory};
 use super::claim::Claim;
 use super::context::Context;
 use super::evaluate::committed::CommittedPeriods;
@@ -61,6 +62,15 @@ impl References {
     }
 }
 
+/// What a backfill's months hand on to each other.
+pub(super) struct Handover {
+    /// The month the run before committed, read in place of Silver's rows
+    /// of it while it holds (taken by the first judgement).
+    pub(super) carried: Option<Arc<CommittedMonth>>,
+    /// Whether this run keeps the Silver rows it writes for the next run.
+    pub(super) keep: bool,
+}
+
 /// What a judged, written and balanced run hands to the commit.
 pub(super) struct Judgement {
     /// The balanced books and the Silver data files.
@@ -69,6 +79,11 @@ pub(super) struct Judgement {
     pub(super) set_aside_files: BTreeMap<SetAside, String>,
     /// The exception id of each row set aside.
     pub(super) exception_ids: ExceptionIds,
+    /// The Silver rows written, kept for the next run (see [`Handover`]).
+    pub(super) kept: Option<MonthKeeper>,
+    /// Whether Silver held no row of the contributor in the drop's months
+    /// before (what the run commits is then all they hold).
+    pub(super) fresh_months: bool,
 }
 
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
@@ -81,7 +96,7 @@ pub(super) struct Judgement {
 /// written. The books balance and the run commits once, as for one bucket.
 pub(super) async fn judge_and_write(
     context: &Context<'_>,
-    (silver, references): (&Table, &mut References),
+    (silver, references, handover): (&Table, &mut References, &mut Handover),
     batch: &read::Batch,
     rules: &[&Rule],
     claim: &Claim,
@@ -92,9 +107,17 @@ pub(super) async fn judge_and_write(
     progress.stage(Stage::Baseline);
     let buckets = batch.rows.buckets();
     let spill = SpillDir::new(buckets.count() > 1, plan.resources.scratch_dir.as_deref())?;
+    let contributor = &context.drop.contributor;
+    let carried = handover
+        .carried
+        .take()
+        .filter(|month| month.holds_on(silver, contributor));
+    if carried.is_some() {
+        tracing::debug!("history of the month before kept from its run");
+    }
     let (firsts, missing) = first_pass(
         context,
-        (silver, references),
+        (silver, references, carried),
         (batch, rules, options),
         (buckets, &spill),
         (summary, &mut laps),
@@ -149,6 +172,24 @@ pub(super) async fn judge_and_write(
     };
     let mut router = route::Router::new(&plan.contract, &stamp, (plan.mask_sensitive, &spill));
     let mut writers = datafile::SilverWriters::open(sink, &place.run_id);
+    // Months the drop brings first: the rows committed are all they hold.
+    let fresh = match options.dry_run {
+        true => None,
+        false => {
+            baseline::fresh_months(silver, &plan.contract, contributor, batch.rows.days()).await?
+        }
+    };
+    // A drop judged in buckets is too large to keep in memory.
+    let keep = handover.keep && buckets.count() == 1;
+    let mut kept = fresh.filter(|_| keep).map(|months| {
+        let read = ReadColumns {
+            contract: &plan.contract,
+            rules,
+            metrics: &plan.metrics,
+            completeness: plan.completeness.as_ref(),
+        };
+        MonthKeeper::new(months, read, contributor)
+    });
     for (index, outcomes) in bucket_outcomes.into_iter().enumerate() {
         let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
         drop(outcomes);
@@ -157,6 +198,9 @@ pub(super) async fn judge_and_write(
         laps.lap(summary, Stage::Evaluate);
         let rows = router.route(&judged)?;
         drop(judged);
+        if let Some(kept) = kept.as_mut() {
+            kept.keep(&rows)?;
+        }
         laps.lap(summary, Stage::Route);
         progress.stage(Stage::Write);
         writers.write(&rows).await?;
@@ -170,7 +214,6 @@ pub(super) async fn judge_and_write(
     summary.counts.warned = routed.warned;
     laps.lap(summary, Stage::Route);
 
-    let contributor = &context.drop.contributor;
     let set_aside_files =
         write::write_set_aside(routed, &context.dq_out, (&place, contributor)).await?;
     let missing_file = write::write_missing(missing.as_ref(), context, &place, contributor).await?;
@@ -215,6 +258,8 @@ pub(super) async fn judge_and_write(
         balanced,
         set_aside_files,
         exception_ids: stamp.exception_ids,
+        kept,
+        fresh_months: fresh.is_some(),
     })
 }
 
@@ -235,7 +280,7 @@ struct FirstPass {
 /// the drop leaves out (with `[completeness]`).
 async fn first_pass(
     context: &Context<'_>,
-    (silver, references): (&Table, &mut References),
+    (silver, references, carried): (&Table, &mut References, Option<Arc<CommittedMonth>>),
     (batch, rules, options): (&read::Batch, &[&Rule], &RunOptions),
     (buckets, spill): (&Buckets, &SpillDir),
     (summary, laps): (&mut Summary, &mut Laps),
@@ -271,6 +316,7 @@ async fn first_pass(
                 keep: !options.dry_run,
                 missing: recorded.as_ref().map(|r| r.by_period.clone()),
                 memory: context.memory.clone(),
+                carried: carried.clone(),
             },
         )
     };
@@ -316,7 +362,7 @@ async fn first_pass(
             (&shape, &bucket),
             contributor,
             batch.rows.bucket(index)?,
-            silver,
+            (silver, carried.as_deref()),
         )
         .await?;
         if bucketed && index == 0 {

@@ -28,6 +28,7 @@ pub mod route;
 pub mod summary;
 pub mod write;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::Instrument;
@@ -41,6 +42,7 @@ use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
 use crate::stage::Stage;
 use background::Background;
+use baseline::{CommittedMonth, MonthKeeper};
 use claim::{Claim, Claimed, Prefetch};
 use commit::Attempt;
 use context::Context;
@@ -48,7 +50,7 @@ use evaluate::reference::KnownKeys;
 pub use hooks::CrashPoint;
 #[cfg(feature = "test-hooks")]
 pub use hooks::TestHooks;
-use judge::References;
+use judge::{Handover, References};
 use lineage::{Ending, Lineage};
 use options::rules_of;
 pub use options::{RunOptions, RunOutcome};
@@ -64,12 +66,16 @@ pub async fn run(plan: &Plan, drop: &DropRef, options: &RunOptions) -> Result<Ru
 /// What a run leaves to the next run of the same process (a backfill's
 /// months): the references' keys, with the files or table version they were
 /// loaded from (a later run keeps those of a reference that has not
-/// changed), and the next drop's files, fetched while this one runs.
+/// changed), the next drop's files, fetched while this one runs, and the
+/// rows it committed, which the next run reads as its history instead of
+/// reading them back from Silver (while Silver's rows of them are the same).
 #[derive(Default)]
 pub struct Carry {
     references: Vec<KnownKeys>,
     next: Option<DropRef>,
     prefetch: Option<Prefetch>,
+    /// The Silver rows the last run committed, the next one's history.
+    committed: Option<Arc<CommittedMonth>>,
 }
 
 impl Carry {
@@ -79,6 +85,12 @@ impl Carry {
     /// both drops).
     pub fn fetch_ahead(&mut self, next: Option<DropRef>) {
         self.next = next;
+    }
+
+    /// How many rows the last run committed that the next run reads as
+    /// its history in place of Silver's (0: it reads Silver).
+    pub fn committed_rows(&self) -> usize {
+        self.committed.as_ref().map_or(0, |month| month.rows())
     }
 }
 
@@ -182,6 +194,10 @@ async fn open_and_run(
             .take()
             .map(|next| Prefetch::start(&context, next));
     }
+    let mut handover = Handover {
+        carried: carry.committed.take(),
+        keep: another_run_follows,
+    };
     let claim = match claimed {
         Ok(Claimed::Fresh(claim)) => claim,
         Ok(Claimed::AlreadyCommitted(committed)) => {
@@ -203,8 +219,10 @@ async fn open_and_run(
     claim.record(summary);
     let summary_path = claim.summary_path();
     let mut references = References::Loading(references);
-    let result = process(&context, (claim, &mut references), rules, options, summary).await;
+    let judged = (claim, &mut references, &mut handover);
+    let result = process(&context, judged, rules, options, summary).await;
     carry.references = references.into_loaded();
+    carry.committed = handover.carried;
     summary.finished_at = Some(now());
     time(summary, Stage::Total, started);
     finish(&context, summary, &summary_path, result, options).await
@@ -239,7 +257,7 @@ async fn finish(
 /// showing each stage.
 async fn process(
     context: &Context<'_>,
-    started: (Claim, &mut References),
+    started: (Claim, &mut References, &mut Handover),
     rules: &[&Rule],
     options: &RunOptions,
     summary: &mut Summary,
@@ -252,10 +270,11 @@ async fn process(
 
 /// The drop is read once, then judged on Silver as it is, and judged again
 /// whenever the commit finds rows of the contributor committed since (by any
-/// run): whatever commits first wins and a later run sees its keys.
+/// run): whatever commits first wins and a later run sees its keys. The
+/// rows it committed are left in `handover` when it keeps them.
 async fn stages(
     context: &Context<'_>,
-    (mut claim, references): (Claim, &mut References),
+    (mut claim, references, handover): (Claim, &mut References, &mut Handover),
     rules: &[&Rule],
     (options, summary, progress): (&RunOptions, &mut Summary, &Progress),
 ) -> Result<()> {
@@ -272,8 +291,8 @@ async fn stages(
     for judgement in 1.. {
         summary.judgements = judgement;
         let judged_on = JudgedOn::of(&silver);
-        let on = (&silver, &mut *references);
-        let judged = judge::judge_and_write(
+        let on = (&silver, &mut *references, &mut *handover);
+        let mut judged = judge::judge_and_write(
             context,
             on,
             &batch,
@@ -290,6 +309,7 @@ async fn stages(
             // Its data files went to a scratch folder, already deleted.
             return Ok(());
         }
+        let kept = (judged.kept.take(), judged.fresh_months);
         let committed = commit::commit_run(
             context,
             (&claim, &batch.rows),
@@ -298,7 +318,10 @@ async fn stages(
             (options, summary),
         );
         match committed.await? {
-            Attempt::Done => return Ok(()),
+            Attempt::Done => {
+                hand_on(context, summary, batch.received, kept, handover).await;
+                return Ok(());
+            }
             Attempt::JudgeAgain if judgement < context.plan.commit_attempts => {
                 silver = context::reload_silver(context).await?;
             }
@@ -306,6 +329,51 @@ async fn stages(
         }
     }
     Ok(())
+}
+
+/// What a run that committed leaves to later runs: its drop's period
+/// metrics kept as those of the committed months, when they are exactly
+/// those (every row committed, in months that held no row of the
+/// contributor before), and its Silver rows, when it kept them, for the
+/// next run of the process.
+async fn hand_on(
+    context: &Context<'_>,
+    summary: &Summary,
+    received: u64,
+    (kept, fresh_months): (Option<MonthKeeper>, bool),
+    handover: &mut Handover,
+) {
+    let (RunStatus::Committed, Some(snapshot_id)) = (summary.status, summary.snapshot_id) else {
+        return;
+    };
+    if fresh_months && summary.counts.committed == received && !summary.aggregates.is_empty() {
+        let periods = async {
+            let silver = context::reload_silver(context).await?;
+            let on = (&silver, &context.dq_error);
+            let contributor = &context.drop.contributor;
+            let reports = &summary.aggregates;
+            evaluate::committed::keep_drop_periods(
+                context.plan,
+                contributor,
+                reports,
+                on,
+                &context.memory,
+            )
+            .await
+        };
+        if let Err(error) = periods.await {
+            tracing::warn!(error = %error, "the drop's period metrics not kept: a later run measures them");
+        }
+    }
+    handover.carried = kept
+        .and_then(|kept| kept.committed(snapshot_id))
+        .map(Arc::new);
+    if let Some(month) = &handover.carried {
+        tracing::debug!(
+            rows = month.rows(),
+            "the rows committed are kept as the next run's history"
+        );
+    }
 }
 
 /// A committed run, as the exception stage needs it.

@@ -17,10 +17,13 @@
 //! drop leaves out and finds the missing entities (`missing.rs`).
 
 mod bucket;
+mod carried;
 mod lag;
 mod missing;
 
 pub(crate) use bucket::{Bucket, SpilledHistory};
+pub use carried::CommittedMonth;
+pub(crate) use carried::{MonthKeeper, ReadColumns, RowsSource, files_holding, fresh_months};
 pub use missing::{Expected, Missing};
 
 use std::collections::BTreeSet;
@@ -134,11 +137,11 @@ pub(crate) async fn read_history<'a>(
     (shape, bucket): (&DropShape, &Bucket<'_>),
     contributor: &'a str,
     rows: RecordBatch,
-    silver: &Table,
+    (silver, carried): (&Table, Option<&CommittedMonth>),
 ) -> Result<HistoryLoaded<'a>> {
     let ctx = new_session(memory);
     let window = shape.window;
-    register_history_source(&ctx, contract, silver).await?;
+    register_history_source(&ctx, contract, silver, carried).await?;
     let prev = prev_columns(contract, rules, metrics);
     let entities = Entities::of_drop(contract, &rows)?;
     let completeness = expected.as_ref().map(|e| e.completeness);
@@ -159,6 +162,7 @@ pub(crate) async fn read_history<'a>(
         entities: &entities,
         whole_states,
         bucket,
+        carried,
     };
     let mut absent = match &expected {
         Some(expected) => {
@@ -437,6 +441,8 @@ struct HistoryRead<'a> {
     whole_states: bool,
     /// The bucket whose history is read.
     bucket: &'a Bucket<'a>,
+    /// The month the run before committed, read in place of Silver's.
+    carried: Option<&'a CommittedMonth>,
 }
 
 impl HistoryRead<'_> {
@@ -563,11 +569,19 @@ impl HistoryRead<'_> {
             .completeness
             .map(missing::closed_column_sql)
             .unwrap_or_default();
+        let source = CommittedMonth::source(self.carried, (start, end));
+        let filter = match source.filtered() {
+            true => format!(
+                " WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
+                quote(&self.contract.contributor_column),
+                sql_string(self.contributor)
+            ),
+            false => String::new(),
+        };
         let sql = format!(
-            "SELECT {}{closed} FROM silver s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
+            "SELECT {}{closed} FROM {} s{filter}",
             self.projection().join(", "),
-            quote(&self.contract.contributor_column),
-            sql_string(self.contributor)
+            source.table()
         );
         let frame = ctx.sql(&sql).await.map_err(Error::query(Stage::Baseline))?;
         frame
@@ -623,11 +637,13 @@ fn order_window(
 
 /// Registers `silver` as the history source, read with its current schema
 /// (rows written before an evolution read the columns added since as null),
-/// or an empty table of the contract's shape before the first commit.
+/// or an empty table of the contract's shape before the first commit; and
+/// the `carried` month, if any, as [`CARRIED_TABLE`] beside it.
 pub(crate) async fn register_history_source(
     ctx: &SessionContext,
     contract: &Contract,
     silver: &Table,
+    carried: Option<&CommittedMonth>,
 ) -> Result<()> {
     let provider: Arc<dyn datafusion::catalog::TableProvider> =
         if silver.metadata().current_snapshot().is_some() {
@@ -641,6 +657,9 @@ pub(crate) async fn register_history_source(
                 .map_err(Error::query(Stage::Baseline))?;
             Arc::new(empty)
         };
+    if let Some(month) = carried {
+        month.register(ctx, &provider.schema())?;
+    }
     ctx.register_table("silver", provider)
         .map_err(Error::query(Stage::Baseline))?;
     Ok(())

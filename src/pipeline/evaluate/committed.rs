@@ -18,11 +18,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use arrow::record_batch::RecordBatch;
-use chrono::{Months, NaiveDate};
+use chrono::{Datelike, Months, NaiveDate};
 use datafusion::prelude::SessionContext;
-use futures::TryStreamExt;
-use iceberg::expr::Reference;
-use iceberg::spec::Datum;
 use iceberg::table::Table;
 
 use super::metrics::{committed_metric_columns, committed_metrics, metrics_by_period_sql};
@@ -36,7 +33,9 @@ use crate::core::sql::{quote, register_frame_on_disk, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
-use crate::pipeline::baseline::register_history_source;
+use crate::pipeline::baseline::{
+    CommittedMonth, RowsSource, files_holding, register_history_source,
+};
 use crate::stage::Stage;
 
 /// Each committed period's metrics (one row per period: the period, then
@@ -62,6 +61,8 @@ pub struct CommittedSources<'a> {
     pub missing: Option<BTreeMap<String, u64>>,
     /// The run's memory pool, which the measuring shares.
     pub(crate) memory: QueryMemory,
+    /// The month the run before committed, measured in place of Silver's.
+    pub carried: Option<Arc<CommittedMonth>>,
 }
 
 /// Starts computing, in the background, the committed periods the drop's
@@ -86,11 +87,13 @@ pub fn start_committed_periods(
     let contract = plan.contract.clone();
     let memory = sources.memory;
     let missing = sources.missing;
+    let carried = sources.carried;
     Ok(Some(Background::spawn(
         "measuring the committed periods",
         async move {
+            let silver = (&silver, carried.as_deref());
             let mut periods = months
-                .compute((&contract, &memory), &silver, (&dq_error, keep))
+                .compute((&contract, &memory), silver, (&dq_error, keep))
                 .await?;
             if let Some(counts) = missing {
                 periods.batches = periods
@@ -110,6 +113,8 @@ struct ComparedMonths {
     months: Vec<(NaiveDate, NaiveDate)>,
     /// Per month: this contributor's rows of it, the columns metrics read.
     rows_sql: Vec<String>,
+    /// The same from the month carried from the run before: filtered, whole.
+    carried_sql: Vec<(String, String)>,
     /// Rows of no month (for the metrics' schema when there is no month).
     no_rows_sql: String,
     /// The metrics of the rows registered as `committed_rows`.
@@ -121,36 +126,56 @@ impl ComparedMonths {
         let months = months_of(window);
         let rows_sql = months
             .iter()
-            .map(|month| committed_rows_sql(plan, contributor, *month))
+            .map(|month| committed_rows_sql(plan, contributor, *month, RowsSource::Silver))
+            .collect();
+        let carried_sql = months
+            .iter()
+            .map(|month| {
+                let sql = |source| committed_rows_sql(plan, contributor, *month, source);
+                (sql(RowsSource::KeptFiltered), sql(RowsSource::Kept))
+            })
             .collect();
         ComparedMonths {
             contributor: contributor.to_string(),
-            months,
             rows_sql,
-            no_rows_sql: committed_rows_sql(plan, contributor, (window.0, window.0)),
+            carried_sql,
+            months,
+            no_rows_sql: committed_rows_sql(
+                plan,
+                contributor,
+                (window.0, window.0),
+                RowsSource::Silver,
+            ),
             by_period: metrics_by_period_sql(&committed_metrics(&plan.metrics), "committed_rows"),
         }
     }
 
     /// Every month's metrics: kept ones read back, the others computed (and
-    /// kept, if `keep`).
+    /// kept, if `keep`), from the month `carried` from the run before where
+    /// it covers them, else from Silver.
     async fn compute(
         &self,
         (contract, memory): (&Contract, &QueryMemory),
-        silver: &Table,
+        (silver, carried): (&Table, Option<&CommittedMonth>),
         (dq_error, keep): (&Location, bool),
     ) -> Result<CommittedPeriods> {
         let ctx = new_session(memory);
-        register_history_source(&ctx, contract, silver).await?;
+        register_history_source(&ctx, contract, silver, carried).await?;
         let mut batches = Vec::with_capacity(self.months.len());
-        for (month, rows_sql) in self.months.iter().zip(&self.rows_sql) {
-            let files = month_files(silver, contract, &self.contributor, *month).await?;
+        let sql = self.rows_sql.iter().zip(&self.carried_sql);
+        for (month, (rows_sql, carried_sql)) in self.months.iter().zip(sql) {
+            let files = files_holding(silver, contract, &self.contributor, *month).await?;
             let kept = self.kept_path(rows_sql, &files);
             if let Some(batch) = read_kept(dq_error, &kept).await {
                 batches.push(batch);
                 continue;
             }
-            let batch = self.measure(&ctx, rows_sql).await?;
+            let measured_sql = match CommittedMonth::source(carried, *month) {
+                RowsSource::Silver => rows_sql,
+                RowsSource::KeptFiltered => &carried_sql.0,
+                RowsSource::Kept => &carried_sql.1,
+            };
+            let batch = self.measure(&ctx, measured_sql).await?;
             if keep {
                 keep_measured(dq_error, &kept, &batch).await;
             }
@@ -200,6 +225,64 @@ impl ComparedMonths {
     }
 }
 
+/// Keeps the metrics the drop measured of its periods (`reports`) as those
+/// of the same months committed in `silver` (the table after the run's
+/// commit), so that later runs read them back instead of measuring them.
+/// The caller knows they are exactly what a measurement would give: every
+/// row of the drop committed, in months that held no row of `contributor`
+/// before. A month that gains or loses a file since is measured afresh, as
+/// any kept month is.
+pub(crate) async fn keep_drop_periods(
+    plan: &Plan,
+    contributor: &str,
+    reports: &[super::aggregate::PeriodReport],
+    (silver, dq_error): (&Table, &Location),
+    memory: &QueryMemory,
+) -> Result<()> {
+    let ctx = new_session(memory);
+    register_history_source(&ctx, &plan.contract, silver, None).await?;
+    for report in reports {
+        let Some(month) = NaiveDate::parse_from_str(&report.period, "%Y-%m-%d")
+            .ok()
+            .and_then(|start| Some((start, start.checked_add_months(Months::new(1))?)))
+        else {
+            continue;
+        };
+        let months = ComparedMonths::new(plan, contributor, month);
+        let files = files_holding(silver, &plan.contract, contributor, month).await?;
+        let schema = months.measured_schema(&ctx).await?;
+        let batch = report_batch(&schema, month.0, report, &plan.metrics)?;
+        keep_measured(
+            dq_error,
+            &months.kept_path(&months.rows_sql[0], &files),
+            &batch,
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// One period's metrics as a measurement of a committed month gives them
+/// (`schema`): the period, then each metric, null where a committed month
+/// does not measure it.
+fn report_batch(
+    schema: &SchemaRef,
+    period: NaiveDate,
+    report: &super::aggregate::PeriodReport,
+    metrics: &[crate::config::rules::Metric],
+) -> Result<RecordBatch> {
+    let day = period.num_days_from_ce() - UNIX_EPOCH_FROM_CE;
+    let mut columns: Vec<arrow::array::ArrayRef> = vec![Arc::new(Date32Array::from(vec![day]))];
+    for metric in metrics {
+        let value = match metric.from_silver() {
+            true => report.metrics.get(&metric.name).copied().flatten(),
+            false => None,
+        };
+        columns.push(Arc::new(Float64Array::from(vec![value])));
+    }
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Aggregate))
+}
+
 /// `batch` (a month's metrics) with `missing_entities` set from `counts`:
 /// the entities recorded missing from each period (0 when none were).
 fn with_recorded_missing(
@@ -240,67 +323,29 @@ fn months_of((from, to): (NaiveDate, NaiveDate)) -> Vec<(NaiveDate, NaiveDate)> 
     months
 }
 
-/// This contributor's committed rows of the month `[start, end)`, with
-/// their period: only the columns the metrics read.
+/// This contributor's committed rows of the month `[start, end)` read
+/// from `source`, with their period: only the columns the metrics read.
 fn committed_rows_sql(
     plan: &Plan,
     contributor: &str,
     (start, end): (NaiveDate, NaiveDate),
+    source: RowsSource,
 ) -> String {
     let order = quote(&plan.contract.order_column);
-    format!(
-        "SELECT {columns}DATE '{start}' AS p FROM silver \
-         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
-           AND {order} < DATE '{end}'",
-        columns = committed_metric_columns(&plan.metrics),
-        contributor_column = quote(&plan.contract.contributor_column),
-        contributor = sql_string(contributor),
-    )
-}
-
-/// The data and delete files that may hold this contributor's rows of the
-/// month (partition pruning and column statistics decide), sorted.
-async fn month_files(
-    silver: &Table,
-    contract: &Contract,
-    contributor: &str,
-    (start, end): (NaiveDate, NaiveDate),
-) -> Result<Vec<String>> {
-    if silver.metadata().current_snapshot().is_none() {
-        return Ok(Vec::new());
-    }
-    let day = |date: NaiveDate| {
-        Datum::date(chrono::Datelike::num_days_from_ce(&date) - UNIX_EPOCH_FROM_CE)
+    let filter = match source.filtered() {
+        true => format!(
+            "WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
+               AND {order} < DATE '{end}'",
+            contributor_column = quote(&plan.contract.contributor_column),
+            contributor = sql_string(contributor),
+        ),
+        false => String::new(),
     };
-    let order = Reference::new(contract.order_column.clone());
-    let predicate = Reference::new(contract.contributor_column.clone())
-        .equal_to(Datum::string(contributor))
-        .and(order.clone().greater_than_or_equal_to(day(start)))
-        .and(order.less_than(day(end)));
-    let target = silver.identifier().to_string();
-    let scan = silver
-        .scan()
-        .with_filter(predicate)
-        .select_empty()
-        .build()
-        .map_err(Error::catalog("scan", &target))?;
-    let tasks: Vec<_> = scan
-        .plan_files()
-        .await
-        .map_err(Error::catalog("scan", &target))?
-        .try_collect()
-        .await
-        .map_err(Error::catalog("scan", &target))?;
-    let mut files: Vec<String> = tasks
-        .iter()
-        .flat_map(|task| {
-            std::iter::once(task.data_file_path.clone())
-                .chain(task.deletes.iter().map(|d| d.file_path.clone()))
-        })
-        .collect();
-    files.sort_unstable();
-    files.dedup();
-    Ok(files)
+    format!(
+        "SELECT {columns}DATE '{start}' AS p FROM {table} {filter}",
+        columns = committed_metric_columns(&plan.metrics),
+        table = source.table(),
+    )
 }
 
 /// A kept month's metrics; `None` when absent or unreadable (then measured again).

@@ -1,0 +1,338 @@
+//! A backfill's month kept as the next month's history: the rows a run
+//! committed, held in memory by the process, read in place of Silver's
+//! rows of the same months (DESIGN.md invariant 8 holds either way).
+//!
+//! They stand for Silver's rows only where that is exact: the whole months
+//! of the drop's periods, when Silver held no row of the contributor in them
+//! before the run (so what the run committed is all those months hold), and
+//! only while every snapshot since the run's is a compaction or another
+//! contributor's run. Anywhere else the history is read from Silver.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::datatypes::{Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use chrono::{Datelike, Months, NaiveDate};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use futures::TryStreamExt;
+use iceberg::expr::Reference;
+use iceberg::spec::Datum;
+use iceberg::table::Table;
+
+use crate::config::contract::Contract;
+use crate::config::rules::{Completeness, Metric, Rule};
+use crate::config::values::UNIX_EPOCH_FROM_CE;
+use crate::error::{Error, Result};
+use crate::infra::append::rows_of_unchanged_since;
+use crate::stage::Stage;
+
+/// The table a kept month is registered as in a query session, beside `silver`.
+pub(crate) const CARRIED_TABLE: &str = "carried";
+
+/// The rows of one contributor that a run committed in whole months that
+/// held nothing of that contributor before, as the next run of the same
+/// process reads them.
+pub struct CommittedMonth {
+    contributor: String,
+    /// The snapshot the run committed.
+    snapshot_id: i64,
+    /// The months, `[first day, first day after)`.
+    months: (NaiveDate, NaiveDate),
+    /// The columns a history or a committed period reads, batch after batch.
+    batches: Vec<RecordBatch>,
+}
+
+impl CommittedMonth {
+    /// How many rows it holds.
+    pub fn rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+
+    /// Whether these rows are still all of `silver`'s rows of the
+    /// contributor in their months.
+    pub(crate) fn holds_on(&self, silver: &Table, contributor: &str) -> bool {
+        self.contributor == contributor
+            && rows_of_unchanged_since(silver, self.snapshot_id, contributor)
+    }
+
+    /// Whether `[start, end)` lies within the months held.
+    pub(crate) fn covers(&self, (start, end): (NaiveDate, NaiveDate)) -> bool {
+        start < end && self.months.0 <= start && end <= self.months.1
+    }
+
+    /// Where a query of the contributor's rows of `range` reads them.
+    pub(crate) fn source(
+        carried: Option<&CommittedMonth>,
+        range: (NaiveDate, NaiveDate),
+    ) -> RowsSource {
+        match carried {
+            Some(month) if month.months == range => RowsSource::Kept,
+            Some(month) if month.covers(range) => RowsSource::KeptFiltered,
+            _ => RowsSource::Silver,
+        }
+    }
+
+    /// Registers the rows as [`CARRIED_TABLE`] in `ctx`, each column of the
+    /// type `silver` (Silver's schema as the session reads it) gives it.
+    pub(crate) fn register(&self, ctx: &SessionContext, silver: &Schema) -> Result<()> {
+        let Some(first) = self.batches.first() else {
+            return Err(Error::Internal("a kept month without rows".to_string()));
+        };
+        let fields = first
+            .schema()
+            .fields()
+            .iter()
+            .map(|field| {
+                silver
+                    .field_with_name(field.name())
+                    .cloned()
+                    .map_err(Error::arrow(Stage::Baseline))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let schema: SchemaRef = Arc::new(Schema::new(fields));
+        let batches = self
+            .batches
+            .iter()
+            .map(|batch| cast_to(batch, &schema))
+            .collect::<Result<Vec<_>>>()?;
+        let table =
+            MemTable::try_new(schema, vec![batches]).map_err(Error::query(Stage::Baseline))?;
+        ctx.register_table(CARRIED_TABLE, Arc::new(table))
+            .map_err(Error::query(Stage::Baseline))?;
+        Ok(())
+    }
+}
+
+/// Where a query reads the contributor's rows of a range of dates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowsSource {
+    /// Silver, filtered by contributor and range.
+    Silver,
+    /// The kept month ([`CARRIED_TABLE`]), filtered by range.
+    KeptFiltered,
+    /// The kept month whole: its months are the range, its rows are all
+    /// the contributor's.
+    Kept,
+}
+
+impl RowsSource {
+    /// The table read.
+    pub(crate) fn table(self) -> &'static str {
+        match self {
+            RowsSource::Silver => "silver",
+            RowsSource::KeptFiltered | RowsSource::Kept => CARRIED_TABLE,
+        }
+    }
+
+    /// Whether the query filters the table by contributor and range.
+    pub(crate) fn filtered(self) -> bool {
+        self != RowsSource::Kept
+    }
+}
+
+/// `batch` with each column cast to `schema`'s type (a column already of
+/// it is shared, not copied).
+fn cast_to(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| arrow::compute::cast(column, field.data_type()))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(Error::arrow(Stage::Baseline))?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(Error::arrow(Stage::Baseline))
+}
+
+/// The Silver rows a run writes, kept as it writes them, to become a
+/// [`CommittedMonth`] once committed.
+pub(crate) struct MonthKeeper {
+    contributor: String,
+    months: (NaiveDate, NaiveDate),
+    /// The contract columns kept, by name.
+    columns: Vec<String>,
+    batches: Vec<RecordBatch>,
+}
+
+/// What decides the columns a kept month holds: those a history or a
+/// committed period's metrics read.
+pub(crate) struct ReadColumns<'a> {
+    pub(crate) contract: &'a Contract,
+    pub(crate) rules: &'a [&'a Rule],
+    pub(crate) metrics: &'a [Metric],
+    pub(crate) completeness: Option<&'a Completeness>,
+}
+
+/// The whole months of the drop whose order dates are `days`, when
+/// `silver` (the table the run is judged on) holds no row of `contributor`
+/// in them: what the run commits will then be all they hold. `None`
+/// otherwise, or for a drop without rows.
+pub(crate) async fn fresh_months(
+    silver: &Table,
+    contract: &Contract,
+    contributor: &str,
+    days: &BTreeSet<i32>,
+) -> Result<Option<(NaiveDate, NaiveDate)>> {
+    let (Some(first), Some(last)) = (days.first(), days.last()) else {
+        return Ok(None);
+    };
+    let Some(months) = whole_months(*first, *last) else {
+        return Ok(None);
+    };
+    let held = files_holding(silver, contract, contributor, months).await?;
+    Ok(held.is_empty().then_some(months))
+}
+
+impl MonthKeeper {
+    /// A keeper for the rows of `contributor` a run commits in `months`
+    /// ([`fresh_months`]).
+    pub(crate) fn new(
+        months: (NaiveDate, NaiveDate),
+        read: ReadColumns<'_>,
+        contributor: &str,
+    ) -> MonthKeeper {
+        MonthKeeper {
+            contributor: contributor.to_string(),
+            months,
+            columns: read.columns(),
+            batches: Vec::new(),
+        }
+    }
+
+    /// Keeps the columns read of `rows` (Silver rows of the contract).
+    pub(crate) fn keep(&mut self, rows: &[RecordBatch]) -> Result<()> {
+        for batch in rows.iter().filter(|b| b.num_rows() > 0) {
+            let schema = batch.schema();
+            let indices = self
+                .columns
+                .iter()
+                .map(|name| schema.index_of(name).map_err(Error::arrow(Stage::Route)))
+                .collect::<Result<Vec<_>>>()?;
+            let kept = batch
+                .project(&indices)
+                .map_err(Error::arrow(Stage::Route))?;
+            self.batches.push(kept);
+        }
+        Ok(())
+    }
+
+    /// The month as committed in `snapshot_id`; `None` when no row went to Silver.
+    pub(crate) fn committed(self, snapshot_id: i64) -> Option<CommittedMonth> {
+        (!self.batches.is_empty()).then_some(CommittedMonth {
+            contributor: self.contributor,
+            snapshot_id,
+            months: self.months,
+            batches: self.batches,
+        })
+    }
+}
+
+impl ReadColumns<'_> {
+    /// The contract columns a history or a committed period reads: the
+    /// keys, the contributor and order columns, those rules and metrics
+    /// look back at, those metrics measure and those `closed_when` reads, in
+    /// the contract's order.
+    fn columns(&self) -> Vec<String> {
+        let mut read: BTreeSet<&str> = self
+            .contract
+            .entity_key
+            .iter()
+            .chain([
+                &self.contract.contributor_column,
+                &self.contract.order_column,
+            ])
+            .map(String::as_str)
+            .collect();
+        let rules = self.rules.iter().flat_map(|r| r.prev_columns.iter());
+        let metrics = self
+            .metrics
+            .iter()
+            .flat_map(|m| m.columns.iter().chain(m.prev_columns.iter()));
+        let closed = self.completeness.into_iter().flat_map(|c| c.columns.iter());
+        read.extend(rules.chain(metrics).chain(closed).map(String::as_str));
+        self.contract
+            .columns
+            .iter()
+            .filter(|c| read.contains(c.name.as_str()))
+            .map(|c| c.name.clone())
+            .collect()
+    }
+}
+
+/// The whole months of the days `first` to `last` (days since 1970-01-01):
+/// the first day of the first one, the first day after the last one.
+fn whole_months(first: i32, last: i32) -> Option<(NaiveDate, NaiveDate)> {
+    let date = |days: i32| NaiveDate::from_num_days_from_ce_opt(days + UNIX_EPOCH_FROM_CE);
+    let start = date(first)?.with_day(1)?;
+    let end = date(last)?
+        .with_day(1)?
+        .checked_add_months(Months::new(1))?;
+    Some((start, end))
+}
+
+/// The data and delete files of `silver` that may hold `contributor`'s
+/// rows with `start <= order < end` (partition pruning and column
+/// statistics decide), sorted.
+pub(crate) async fn files_holding(
+    silver: &Table,
+    contract: &Contract,
+    contributor: &str,
+    (start, end): (NaiveDate, NaiveDate),
+) -> Result<Vec<String>> {
+    if silver.metadata().current_snapshot().is_none() {
+        return Ok(Vec::new());
+    }
+    let day = |date: NaiveDate| Datum::date(date.num_days_from_ce() - UNIX_EPOCH_FROM_CE);
+    let order = Reference::new(contract.order_column.clone());
+    let predicate = Reference::new(contract.contributor_column.clone())
+        .equal_to(Datum::string(contributor))
+        .and(order.clone().greater_than_or_equal_to(day(start)))
+        .and(order.less_than(day(end)));
+    let target = silver.identifier().to_string();
+    let scan = silver
+        .scan()
+        .with_filter(predicate)
+        .select_empty()
+        .build()
+        .map_err(Error::catalog("scan", &target))?;
+    let tasks: Vec<_> = scan
+        .plan_files()
+        .await
+        .map_err(Error::catalog("scan", &target))?
+        .try_collect()
+        .await
+        .map_err(Error::catalog("scan", &target))?;
+    let mut files: Vec<String> = tasks
+        .iter()
+        .flat_map(|task| {
+            std::iter::once(task.data_file_path.clone())
+                .chain(task.deletes.iter().map(|d| d.file_path.clone()))
+        })
+        .collect();
+    files.sort_unstable();
+    files.dedup();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(y: i32, m: u32, d: u32) -> i32 {
+        NaiveDate::from_ymd_opt(y, m, d).unwrap().num_days_from_ce() - UNIX_EPOCH_FROM_CE
+    }
+
+    #[test]
+    fn whole_months_run_from_the_first_day_to_the_first_day_after_the_last_month() {
+        let date = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).unwrap();
+        assert_eq!(
+            whole_months(day(2024, 1, 31), day(2024, 1, 31)),
+            Some((date(2024, 1, 1), date(2024, 2, 1)))
+        );
+        assert_eq!(
+            whole_months(day(2023, 12, 15), day(2024, 2, 1)),
+            Some((date(2023, 12, 1), date(2024, 3, 1)))
+        );
+    }
+}
