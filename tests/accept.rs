@@ -216,8 +216,9 @@ async fn a_volume_drop_accepted_becomes_the_baseline_of_the_next_month() {
     let april = run(ws, "2026-04", &april_rows).await;
     assert_eq!(
         kept_metrics(),
-        kept_before + 1,
-        "March measured afresh (its files changed), January and February read back"
+        kept_before + 2,
+        "March measured afresh (its files changed), January and February read back, \
+         April kept by its run (every row committed)"
     );
     assert_eq!(april["counts"]["committed"], 150, "{april}");
     assert_eq!(april["counts"]["quarantined"], 0, "{april}");

@@ -351,11 +351,15 @@ async fn hand_on(
             let silver = context::reload_silver(context).await?;
             let on = (&silver, &context.dq_error);
             let contributor = &context.drop.contributor;
-            let reports = &summary.aggregates;
+            let reports: Vec<_> = summary
+                .aggregates
+                .iter()
+                .map(|report| (report.period.as_str(), &report.metrics))
+                .collect();
             evaluate::committed::keep_drop_periods(
                 context.plan,
                 contributor,
-                reports,
+                &reports,
                 on,
                 &context.memory,
             )

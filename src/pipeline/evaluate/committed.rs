@@ -225,6 +225,9 @@ impl ComparedMonths {
     }
 }
 
+/// A period of the drop (its first day, as text) and the metrics it measured.
+pub(crate) type DropPeriod<'a> = (&'a str, &'a BTreeMap<String, Option<f64>>);
+
 /// Keeps the metrics the drop measured of its periods (`reports`) as those
 /// of the same months committed in `silver` (the table after the run's
 /// commit), so that later runs read them back instead of measuring them.
@@ -232,17 +235,17 @@ impl ComparedMonths {
 /// row of the drop committed, in months that held no row of `contributor`
 /// before. A month that gains or loses a file since is measured afresh, as
 /// any kept month is.
-pub(crate) async fn keep_drop_periods(
+pub(crate) async fn keep_drop_periods<'a>(
     plan: &Plan,
     contributor: &str,
-    reports: &[super::aggregate::PeriodReport],
+    reports: &[DropPeriod<'a>],
     (silver, dq_error): (&Table, &Location),
     memory: &QueryMemory,
 ) -> Result<()> {
     let ctx = new_session(memory);
     register_history_source(&ctx, &plan.contract, silver, None).await?;
-    for report in reports {
-        let Some(month) = NaiveDate::parse_from_str(&report.period, "%Y-%m-%d")
+    for &(period, measured) in reports {
+        let Some(month) = NaiveDate::parse_from_str(period, "%Y-%m-%d")
             .ok()
             .and_then(|start| Some((start, start.checked_add_months(Months::new(1))?)))
         else {
@@ -251,7 +254,7 @@ pub(crate) async fn keep_drop_periods(
         let months = ComparedMonths::new(plan, contributor, month);
         let files = files_holding(silver, &plan.contract, contributor, month).await?;
         let schema = months.measured_schema(&ctx).await?;
-        let batch = report_batch(&schema, month.0, report, &plan.metrics)?;
+        let batch = report_batch(&schema, month.0, measured, &plan.metrics)?;
         keep_measured(
             dq_error,
             &months.kept_path(&months.rows_sql[0], &files),
@@ -268,14 +271,14 @@ pub(crate) async fn keep_drop_periods(
 fn report_batch(
     schema: &SchemaRef,
     period: NaiveDate,
-    report: &super::aggregate::PeriodReport,
+    measured: &BTreeMap<String, Option<f64>>,
     metrics: &[crate::config::rules::Metric],
 ) -> Result<RecordBatch> {
     let day = period.num_days_from_ce() - UNIX_EPOCH_FROM_CE;
     let mut columns: Vec<arrow::array::ArrayRef> = vec![Arc::new(Date32Array::from(vec![day]))];
     for metric in metrics {
         let value = match metric.from_silver() {
-            true => report.metrics.get(&metric.name).copied().flatten(),
+            true => measured.get(&metric.name).copied().flatten(),
             false => None,
         };
         columns.push(Arc::new(Float64Array::from(vec![value])));
