@@ -119,7 +119,7 @@ pub async fn accept(
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
     let contributor = Some(request.drop.contributor.as_str());
     let memory = plan.query_memory()?;
-    let of_drop = latest_events(&table, contributor, &memory, |state| {
+    let of_drop = latest_events(&table, contributor.into(), &memory, |state| {
         asked_for(state.latest, request)
     })
     .await?;

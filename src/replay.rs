@@ -123,8 +123,10 @@ pub async fn replay(
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
     let memory = plan.query_memory()?;
-    let still_open =
-        latest_events(&table, Some(contributor), &memory, |state| state.is_open()).await?;
+    let still_open = latest_events(&table, Some(contributor).into(), &memory, |state| {
+        state.is_open()
+    })
+    .await?;
     let open: BTreeMap<&str, &ExceptionEvent> = still_open
         .iter()
         .map(|e| (e.exception_id.as_str(), e))

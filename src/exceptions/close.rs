@@ -200,7 +200,7 @@ pub async fn ignore(plan: &Plan, ids: &[String], decision: &Decision) -> Result<
         ..
     } = open_exceptions(plan).await?;
     let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-    let found = latest_events(&table, None, &plan.query_memory()?, |state| {
+    let found = latest_events(&table, None.into(), &plan.query_memory()?, |state| {
         wanted.contains(state.latest.exception_id.as_str())
     })
     .await?;

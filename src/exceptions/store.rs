@@ -314,8 +314,42 @@ const HEAD_COLUMNS: [&str; 6] = [
     "event_at",
 ];
 
-/// Folds each of `contributor`'s exceptions (every contributor's when
-/// `None`) into `visit`, one at a time: its events, as much of them as
+/// Which exceptions a read of the store visits.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct EventScope<'a> {
+    /// One contributor's (`None`: every contributor's).
+    pub(crate) contributor: Option<&'a str>,
+    /// One rule's (`None`: every rule's).
+    pub(crate) rule: Option<&'a str>,
+}
+
+impl<'a> From<Option<&'a str>> for EventScope<'a> {
+    /// Every exception of `contributor` (of every contributor: `None`).
+    fn from(contributor: Option<&'a str>) -> EventScope<'a> {
+        EventScope {
+            contributor,
+            rule: None,
+        }
+    }
+}
+
+impl EventScope<'_> {
+    /// The SQL `WHERE` clause keeping the scope's events (empty: all).
+    fn filter_sql(&self) -> String {
+        let conditions: Vec<String> = [("contributor", self.contributor), ("rule", self.rule)]
+            .into_iter()
+            .filter_map(|(column, value)| {
+                Some(format!("{} = {}", quote(column), sql_string(value?)))
+            })
+            .collect();
+        match conditions.is_empty() {
+            true => String::new(),
+            false => format!(" WHERE {}", conditions.join(" AND ")),
+        }
+    }
+}
+
+/// Folds each exception of `scope` into `visit`, one at a time: its events, as much of them as
 /// `read` asks for, come from a query that sorts them by exception
 /// and time within `memory`'s pool (spilling to its scratch folder past
 /// it), so that a contributor's millions of events are never held at once.
@@ -323,7 +357,7 @@ const HEAD_COLUMNS: [&str; 6] = [
 /// Returns how many times the sort spilled (logged too).
 pub(crate) async fn for_each_state(
     table: &Table,
-    (contributor, read): (Option<&str>, Read),
+    (scope, read): (EventScope<'_>, Read),
     memory: &QueryMemory,
     mut visit: impl FnMut(&ExceptionState<'_>),
 ) -> Result<usize> {
@@ -338,9 +372,7 @@ pub(crate) async fn for_each_state(
     let ctx = sort_session(memory);
     ctx.register_table("events", Arc::new(provider))
         .map_err(failed)?;
-    let only = contributor.map_or_else(String::new, |c| {
-        format!(" WHERE {} = {}", quote("contributor"), sql_string(c))
-    });
+    let only = scope.filter_sql();
     let (id, at) = (quote("exception_id"), quote("event_at"));
     let columns = match read {
         Read::Whole => "*".to_string(),
@@ -373,12 +405,12 @@ pub(crate) async fn for_each_state(
 /// ([`for_each_state`]), so only those kept are held.
 pub(crate) async fn latest_events(
     table: &Table,
-    contributor: Option<&str>,
+    scope: EventScope<'_>,
     memory: &QueryMemory,
     wanted: impl Fn(&ExceptionState<'_>) -> bool,
 ) -> Result<Vec<ExceptionEvent>> {
     let mut kept = Vec::new();
-    for_each_state(table, (contributor, Read::Whole), memory, |state| {
+    for_each_state(table, (scope, Read::Whole), memory, |state| {
         if wanted(state) {
             kept.push(state.latest.clone());
         }
@@ -414,11 +446,12 @@ fn visit_history(history: &mut Vec<ExceptionEvent>, visit: &mut impl FnMut(&Exce
 /// The events of `contributor`'s missing-entity exceptions (every event
 /// of one carries the rule `missing_entities`), read without the rows set
 /// aside, however many those are.
-pub async fn read_missing_events(table: &Table, contributor: &str) -> Result<Vec<ExceptionEvent>> {
-    let filter = Reference::new("contributor")
-        .equal_to(Datum::string(contributor))
-        .and(Reference::new("rule").equal_to(Datum::string(MISSING_ENTITIES_METRIC)));
-    scan_events(table, Some(filter)).await
+/// Which of the store's exceptions are `contributor`'s missing entities.
+pub(crate) fn missing_entities_of(contributor: &str) -> EventScope<'_> {
+    EventScope {
+        contributor: Some(contributor),
+        rule: Some(MISSING_ENTITIES_METRIC),
+    }
 }
 
 /// What the exception store recorded about a contributor's missing
@@ -433,26 +466,28 @@ pub struct MissingRecord {
 }
 
 /// Reads `contributor`'s missing-entity exceptions from the exception store
-/// `store`, when it exists (nothing is created).
-pub async fn read_missing_record(
+/// `store`, when it exists (nothing is created), one exception at a time
+/// ([`for_each_state`], within `memory`).
+pub(crate) async fn read_missing_record(
     catalog: &dyn Catalog,
     store: &TableIdent,
     contributor: &str,
+    memory: &QueryMemory,
 ) -> Result<MissingRecord> {
     let (_, table) = load_if_exists(catalog, store).await?;
     let Some(table) = table else {
         return Ok(MissingRecord::default());
     };
-    let events = read_missing_events(&table, contributor).await?;
     let mut record = MissingRecord::default();
-    for state in super::backlog::states(&events) {
+    let scope = missing_entities_of(contributor);
+    for_each_state(&table, (scope, Read::Whole), memory, |state| {
         let Some((key, period)) = state
             .latest
             .record_key
             .as_deref()
             .and_then(|k| k.rsplit_once('|'))
         else {
-            continue;
+            return;
         };
         *record.by_period.entry(period.to_string()).or_default() += 1;
         if state.latest.status == ExceptionStatus::Missing {
@@ -462,7 +497,8 @@ pub async fn read_missing_record(
                 .or_default()
                 .insert(key.to_string());
         }
-    }
+    })
+    .await?;
     Ok(record)
 }
 
@@ -675,9 +711,14 @@ mod tests {
         })
         .unwrap();
         let mut folded = Vec::new();
-        let spills = for_each_state(&table, (Some("BANK_A"), Read::Heads), &memory, |state| {
-            folded.push(head(state));
-        })
+        let spills = for_each_state(
+            &table,
+            (Some("BANK_A").into(), Read::Heads),
+            &memory,
+            |state| {
+                folded.push(head(state));
+            },
+        )
         .await
         .unwrap();
         assert!(spills > 0, "the sort did not spill");
@@ -687,5 +728,65 @@ mod tests {
         assert_eq!(folded, whole.iter().map(head).collect::<Vec<_>>());
         let closed = whole.iter().filter(|s| !s.is_open()).count();
         assert!(closed > 0 && closed < whole.len(), "{closed} closed");
+    }
+
+    /// `contributor`'s entity `i` recorded missing from `period`, and for
+    /// `declared_later`, declared a day after.
+    fn missing(
+        contributor: &str,
+        i: usize,
+        period: &str,
+        declared_later: bool,
+    ) -> Vec<ExceptionEvent> {
+        let entered = at(2);
+        let first = ExceptionEvent {
+            exception_id: format!("{contributor}-missing-{period}-{i}"),
+            contributor: contributor.to_string(),
+            record_key: Some(format!("{contributor}|acc-{i}|{period}")),
+            ..event("", MISSING_ENTITIES_METRIC, ExceptionStatus::Missing, 2, 2)
+        };
+        let later = declared_later.then(|| ExceptionEvent {
+            status: ExceptionStatus::Resolved,
+            event_at: entered + Duration::days(1),
+            ..first.clone()
+        });
+        std::iter::once(first).chain(later).collect()
+    }
+
+    #[tokio::test]
+    async fn the_missing_record_folds_only_the_contributors_missing_entity_exceptions() {
+        let plan = plan();
+        let catalog = crate::infra::catalog::memory_catalog("missing")
+            .await
+            .unwrap();
+        let mut all = events("BANK_A", 300);
+        for i in 0..30 {
+            all.extend(missing("BANK_A", i, "2026-01-01", i % 3 == 0));
+            all.extend(missing("BANK_A", i, "2026-02-01", false));
+            all.extend(missing("BANK_B", i, "2026-01-01", false));
+        }
+        let place = RunPlace::for_run("key-0", chrono::Utc::now().date_naive());
+        append_events(&catalog, &plan, &all, "key-0", &place)
+            .await
+            .unwrap();
+        let memory = plan.query_memory().unwrap();
+        let ident = crate::infra::catalog::exceptions_ident(&plan);
+        let record = read_missing_record(catalog.as_ref(), &ident, "BANK_A", &memory)
+            .await
+            .unwrap();
+        let counts: Vec<(&str, u64)> = record
+            .by_period
+            .iter()
+            .map(|(period, count)| (period.as_str(), *count))
+            .collect();
+        assert_eq!(counts, [("2026-01-01", 30), ("2026-02-01", 30)]);
+        let open: Vec<(&str, usize)> = record
+            .still_open
+            .iter()
+            .map(|(period, keys)| (period.as_str(), keys.len()))
+            .collect();
+        assert_eq!(open, [("2026-01-01", 20), ("2026-02-01", 30)]);
+        assert!(record.still_open["2026-01-01"].contains("BANK_A|acc-1"));
+        assert!(!record.still_open["2026-01-01"].contains("BANK_A|acc-3"));
     }
 }

@@ -25,7 +25,7 @@ use crate::core::set_aside::SetAside;
 use crate::error::{Error, Result};
 use crate::exceptions::alerts::webhook::{Origin, Payload, notify};
 use crate::exceptions::alerts::{Alert, RunFailures, StateWatch};
-use crate::exceptions::backlog::{count_state, states};
+use crate::exceptions::backlog::count_state;
 use crate::exceptions::close::Closing;
 use crate::exceptions::figures::BacklogFigures;
 use crate::exceptions::record::{
@@ -34,7 +34,8 @@ use crate::exceptions::record::{
 };
 use crate::exceptions::runs::read_summaries;
 use crate::exceptions::store::{
-    EventWriter, Read, for_each_state, has_run, load_or_create_exceptions, read_missing_events,
+    EventWriter, Read, for_each_state, has_run, latest_events, load_or_create_exceptions,
+    missing_entities_of,
 };
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::pipeline::read::DropRows;
@@ -150,12 +151,14 @@ async fn resolve_declared(
     record: &RunRecord<'_>,
 ) -> Result<Vec<ExceptionEvent>> {
     let table = load_or_create_exceptions(context.catalog.as_ref(), context.plan).await?;
-    let events = read_missing_events(&table, &context.drop.contributor).await?;
-    let states = states(&events);
-    let open: HashMap<&str, &ExceptionEvent> = states
+    let scope = missing_entities_of(&context.drop.contributor);
+    let open_events = latest_events(&table, scope, &context.memory, |state| {
+        state.latest.status == ExceptionStatus::Missing
+    })
+    .await?;
+    let open: HashMap<&str, &ExceptionEvent> = open_events
         .iter()
-        .filter(|s| s.latest.status == ExceptionStatus::Missing)
-        .filter_map(|s| Some((s.latest.record_key.as_deref()?, s.latest)))
+        .filter_map(|event| Some((event.record_key.as_deref()?, event)))
         .collect();
     if open.is_empty() {
         return Ok(Vec::new());
@@ -219,7 +222,7 @@ pub(super) async fn contributor_watch(
     let mut watch = StateWatch::new(&plan.alerts, now);
     for_each_state(
         &table,
-        (Some(contributor), Read::Heads),
+        (Some(contributor.as_str()).into(), Read::Heads),
         &context.memory,
         |state| {
             count_state(&mut backlog, state, now, stale_after_days);

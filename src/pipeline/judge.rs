@@ -293,6 +293,7 @@ async fn first_pass(
                 context.catalog.as_ref(),
                 &exceptions_ident(plan),
                 contributor,
+                &context.memory,
             )
             .await?,
         ),

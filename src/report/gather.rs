@@ -65,7 +65,7 @@ pub(crate) async fn gather_where(
     };
     let mut overall = BacklogTally::new(now, stale, FLOW_WEEKS);
     let mut theirs: BTreeMap<String, (BacklogTally, StateWatch<'_>)> = BTreeMap::new();
-    for_each_state(&table, (only, Read::Heads), memory, |state| {
+    for_each_state(&table, (only.into(), Read::Heads), memory, |state| {
         let contributor = &state.latest.contributor;
         if !keep(contributor) {
             return;
