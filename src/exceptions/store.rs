@@ -298,6 +298,12 @@ pub fn has_run(table: &Table, run_key: &str) -> Result<bool> {
     Ok(find_committed(table, run_key)?.is_some())
 }
 
+/// Every event of exception `id`, in no particular order.
+pub(crate) async fn read_exception(table: &Table, id: &str) -> Result<Vec<ExceptionEvent>> {
+    let filter = Reference::new("exception_id").equal_to(Datum::string(id));
+    scan_events(table, Some(filter)).await
+}
+
 /// Every event of the table, or of one contributor, in no particular order.
 pub async fn read_events(table: &Table, contributor: Option<&str>) -> Result<Vec<ExceptionEvent>> {
     let filter = contributor.map(|c| Reference::new("contributor").equal_to(Datum::string(c)));

@@ -3,7 +3,7 @@
 //! one exception in full (its row, masked unless they may see personal data,
 //! its reasons with the rules' descriptions, its history).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -12,9 +12,10 @@ use super::access::{Permission, Principal};
 use super::previous::previous_state;
 use crate::config::Plan;
 use crate::core::set_aside::SetAside;
+use crate::core::sql::QueryMemory;
 use crate::error::Result;
 use crate::exceptions::backlog::{ExceptionState, states};
-use crate::exceptions::store::{open_exceptions, read_events};
+use crate::exceptions::store::{Read, for_each_state, open_exceptions, read_exception};
 use crate::exceptions::{ExceptionEvent, ExceptionStatus};
 use crate::infra::storage::Stores;
 use crate::pipeline::mask::{WITHHELD_RAW_RECORD, mask_value};
@@ -183,49 +184,137 @@ pub struct Listing {
     pub rules: Vec<String>,
 }
 
-/// Every event of the store (or of one contributor).
-pub async fn load_events(plan: &Plan, contributor: Option<&str>) -> Result<Vec<ExceptionEvent>> {
+/// The page of `filter` among the exceptions `who` may see, oldest first:
+/// the store is read one exception at a time within `memory`
+/// ([`for_each_state`]), and only the page's exceptions (and those before
+/// it) are held.
+pub(crate) async fn load_list(
+    plan: &Plan,
+    memory: &QueryMemory,
+    (who, filter): (&Principal, &Filter),
+    now: DateTime<Utc>,
+) -> Result<Listing> {
     let table = open_exceptions(plan).await?.exceptions;
-    read_events(&table, contributor).await
+    let mut fold = ListFold::new(who, filter, now);
+    let scope = filter.contributor.as_deref().into();
+    for_each_state(&table, (scope, Read::Whole), memory, |state| {
+        fold.add(state)
+    })
+    .await?;
+    Ok(fold.finish())
 }
 
-/// The page of `filter` among the exceptions of `events` that `who` may see,
-/// oldest first.
-pub fn list(
-    events: &[ExceptionEvent],
-    who: &Principal,
-    filter: &Filter,
+/// Every event of exception `id`, oldest first (none: the store does not know it).
+pub async fn load_exception(plan: &Plan, id: &str) -> Result<Vec<ExceptionEvent>> {
+    let table = open_exceptions(plan).await?.exceptions;
+    let mut events = read_exception(&table, id).await?;
+    events.sort_by_key(|e| e.event_at);
+    Ok(events)
+}
+
+/// The list, folded one exception at a time: what the filter form offers
+/// and how many match, and the first `page` pages of the matching ones.
+struct ListFold<'a> {
+    who: &'a Principal,
+    filter: &'a Filter,
     now: DateTime<Utc>,
-) -> Listing {
-    let visible: Vec<ExceptionState<'_>> = states(events)
-        .into_iter()
-        .filter(|s| who.may(Permission::View, &s.latest.contributor))
-        .collect();
-    let contributors: BTreeSet<&str> = visible
-        .iter()
-        .map(|s| s.latest.contributor.as_str())
-        .collect();
-    let rules: BTreeSet<&str> = visible.iter().map(|s| s.latest.rule.as_str()).collect();
-    let mut matching: Vec<&ExceptionState<'_>> =
-        visible.iter().filter(|s| filter.keeps(s, now)).collect();
-    matching.sort_by(|a, b| {
-        (a.latest.entered_at, &a.latest.exception_id)
-            .cmp(&(b.latest.entered_at, &b.latest.exception_id))
-    });
-    let rows = matching
-        .iter()
-        .skip(filter.page.saturating_sub(1).saturating_mul(PAGE_SIZE))
-        .take(PAGE_SIZE)
-        .map(|s| Listed {
-            latest: s.latest.clone(),
-            age_days: s.age_days(now),
-        })
-        .collect();
-    Listing {
-        rows,
-        matching: matching.len(),
-        contributors: contributors.into_iter().map(str::to_string).collect(),
-        rules: rules.into_iter().map(str::to_string).collect(),
+    contributors: BTreeSet<String>,
+    rules: BTreeSet<String>,
+    matching: usize,
+    /// The earliest matching exceptions, at most `kept` of them.
+    earliest: BinaryHeap<Entry>,
+    kept: usize,
+}
+
+/// A matching exception, ordered as the list shows them.
+struct Entry {
+    key: (DateTime<Utc>, String),
+    listed: Listed,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
+impl<'a> ListFold<'a> {
+    fn new(who: &'a Principal, filter: &'a Filter, now: DateTime<Utc>) -> ListFold<'a> {
+        ListFold {
+            who,
+            filter,
+            now,
+            contributors: BTreeSet::new(),
+            rules: BTreeSet::new(),
+            matching: 0,
+            earliest: BinaryHeap::new(),
+            kept: filter.page.max(1).saturating_mul(PAGE_SIZE),
+        }
+    }
+
+    fn add(&mut self, state: &ExceptionState<'_>) {
+        let latest = state.latest;
+        if !self.who.may(Permission::View, &latest.contributor) {
+            return;
+        }
+        if !self.contributors.contains(&latest.contributor) {
+            self.contributors.insert(latest.contributor.clone());
+        }
+        if !self.rules.contains(&latest.rule) {
+            self.rules.insert(latest.rule.clone());
+        }
+        if !self.filter.keeps(state, self.now) {
+            return;
+        }
+        self.matching += 1;
+        let key = (latest.entered_at, latest.exception_id.clone());
+        if self.earliest.len() == self.kept
+            && self.earliest.peek().is_some_and(|last| last.key <= key)
+        {
+            return;
+        }
+        self.earliest.push(Entry {
+            key,
+            listed: Listed {
+                latest: latest.clone(),
+                age_days: state.age_days(self.now),
+            },
+        });
+        if self.earliest.len() > self.kept {
+            self.earliest.pop();
+        }
+    }
+
+    fn finish(self) -> Listing {
+        let skipped = self.filter.page.saturating_sub(1).saturating_mul(PAGE_SIZE);
+        let rows = self
+            .earliest
+            .into_sorted_vec()
+            .into_iter()
+            .skip(skipped)
+            .take(PAGE_SIZE)
+            .map(|entry| entry.listed)
+            .collect();
+        Listing {
+            rows,
+            matching: self.matching,
+            contributors: self.contributors.into_iter().collect(),
+            rules: self.rules.into_iter().collect(),
+        }
     }
 }
 
@@ -279,21 +368,15 @@ pub struct Detail {
     pub previous: Option<(String, Vec<Cell>)>,
 }
 
-/// The exception `id` among `events`, for a person who may (`pii`) or may not
-/// see personal data; None when the store does not know it.
+/// The exception whose events, oldest first, are `history`
+/// ([`load_exception`]), for a person who may (`pii`) or may not see
+/// personal data; None when there are none.
 pub async fn detail(
     plan: &Plan,
-    events: &[ExceptionEvent],
-    id: &str,
+    history: Vec<ExceptionEvent>,
     pii: bool,
     now: DateTime<Utc>,
 ) -> Result<Option<Detail>> {
-    let mut history: Vec<ExceptionEvent> = events
-        .iter()
-        .filter(|e| e.exception_id == id)
-        .cloned()
-        .collect();
-    history.sort_by_key(|e| e.event_at);
     let Some(latest) = history.last().cloned() else {
         return Ok(None);
     };
@@ -472,6 +555,20 @@ async fn row_of(
 mod tests {
     use super::*;
     use crate::serve::access::{Grant, Role, Scope};
+
+    /// The page of `filter` among `events`, folded as the store's read folds them.
+    fn list(
+        events: &[ExceptionEvent],
+        who: &Principal,
+        filter: &Filter,
+        now: DateTime<Utc>,
+    ) -> Listing {
+        let mut fold = ListFold::new(who, filter, now);
+        for state in states(events) {
+            fold.add(&state);
+        }
+        fold.finish()
+    }
 
     fn event(
         id: usize,

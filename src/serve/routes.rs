@@ -21,7 +21,7 @@ use serde::Deserialize;
 use super::access::{
     EMAIL_HEADER, GROUPS_HEADER, Grant, Permission, Principal, USER_HEADER, token_hash,
 };
-use super::data::{Filter, ListQuery, detail, list, load_events, shown_record_key};
+use super::data::{Filter, ListQuery, detail, load_exception, load_list, shown_record_key};
 use super::pages::{
     Allowed, Viewer, WORKBENCH_STYLE, backlog_page, detail_page, layout, list_page, login_page,
     problem_page,
@@ -296,8 +296,8 @@ async fn list_handler(
     if let Some(contributor) = &filter.contributor {
         caller.require(Permission::View, contributor)?;
     }
-    let events = load_events(&app.plan, filter.contributor.as_deref()).await?;
-    let listing = list(&events, &caller.principal, &filter, chrono::Utc::now());
+    let who = (&caller.principal, &filter);
+    let listing = load_list(&app.plan, &app.memory, who, chrono::Utc::now()).await?;
     let replayable: Vec<String> = listing
         .contributors
         .iter()
@@ -313,7 +313,7 @@ async fn list_handler(
     )))
 }
 
-/// The latest event of exception `id` and every event of its contributor,
+/// The latest event of exception `id` and all its events, oldest first,
 /// after checking the caller may do `permission` there.
 async fn exception_for(
     app: &App,
@@ -321,18 +321,13 @@ async fn exception_for(
     id: &str,
     permission: Permission,
 ) -> Result<(ExceptionEvent, Vec<ExceptionEvent>), Refusal> {
-    let events = load_events(&app.plan, None).await?;
-    let latest = events
-        .iter()
-        .filter(|e| e.exception_id == id)
-        .max_by_key(|e| e.event_at)
-        .cloned()
-        .ok_or_else(|| {
-            Refusal::NotFound(format!(
-                "no exception has id {}",
-                crate::error::printable(id)
-            ))
-        })?;
+    let events = load_exception(&app.plan, id).await?;
+    let latest = events.last().cloned().ok_or_else(|| {
+        Refusal::NotFound(format!(
+            "no exception has id {}",
+            crate::error::printable(id)
+        ))
+    })?;
     // Refused without naming whose it is: the id alone must not tell.
     caller
         .require(permission, &latest.contributor)
@@ -342,11 +337,7 @@ async fn exception_for(
                 crate::error::printable(id)
             ))
         })?;
-    let of_contributor = events
-        .into_iter()
-        .filter(|e| e.contributor == latest.contributor)
-        .collect();
-    Ok((latest, of_contributor))
+    Ok((latest, events))
 }
 
 async fn render_detail(
@@ -359,7 +350,7 @@ async fn render_detail(
     let pii = caller
         .principal
         .may(Permission::SeePii, &latest.contributor);
-    let detail = detail(&app.plan, &events, id, pii, chrono::Utc::now())
+    let detail = detail(&app.plan, events, pii, chrono::Utc::now())
         .await?
         .ok_or_else(|| {
             Refusal::NotFound(format!(
@@ -468,17 +459,11 @@ async fn corrected_row(
     latest: &ExceptionEvent,
     fields: &[(String, String)],
 ) -> Result<HashMap<String, String>, Refusal> {
-    let events = load_events(&app.plan, Some(&latest.contributor)).await?;
-    let stored = detail(
-        &app.plan,
-        &events,
-        &latest.exception_id,
-        true,
-        chrono::Utc::now(),
-    )
-    .await?
-    .filter(|d| !d.row.is_empty())
-    .ok_or_else(|| Refusal::BadRequest("the exception has no row to correct".to_string()))?;
+    let events = load_exception(&app.plan, &latest.exception_id).await?;
+    let stored = detail(&app.plan, events, true, chrono::Utc::now())
+        .await?
+        .filter(|d| !d.row.is_empty())
+        .ok_or_else(|| Refusal::BadRequest("the exception has no row to correct".to_string()))?;
     let pii = caller
         .principal
         .may(Permission::SeePii, &latest.contributor);
