@@ -66,6 +66,12 @@ pub async fn run_bench(sizes: &Sizes, dir: &Path) -> Result<()> {
         "silverline bench: {accounts} accounts, embedded default, under {}",
         dir.display()
     );
+    if sizes.backfill_only && sizes.backfill_months == 0 {
+        return Err(Error::Usage {
+            arg: "--backfill-only".to_string(),
+            reason: "measures the backfill alone: give --backfill-months too".to_string(),
+        });
+    }
     if !sizes.backfill_only {
         bench_runs(sizes, dir).await?;
     }
@@ -557,18 +563,17 @@ fn csv_to_parquet(ws: &Workspace, csv: &Path, out_path: &Path) -> Result<()> {
         .build(file)
         .map_err(Error::arrow(Stage::Bench))?;
     let out = std::fs::File::create(out_path).map_err(io(out_path))?;
+    let failed = |e: parquet::errors::ParquetError| {
+        Error::Internal(format!("bench: {}: {e}", out_path.display()))
+    };
     let mut writer =
         parquet::arrow::ArrowWriter::try_new(out, ws.plan.contract.arrow_schema(), None)
-            .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
+            .map_err(failed)?;
     for batch in reader {
         let batch = batch.map_err(Error::arrow(Stage::Bench))?;
-        writer
-            .write(&batch)
-            .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
+        writer.write(&batch).map_err(failed)?;
     }
-    writer
-        .close()
-        .map_err(|e| Error::Internal(format!("bench floor: {e}")))?;
+    writer.close().map_err(failed)?;
     Ok(())
 }
 

@@ -224,7 +224,7 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         backfill_months: u32,
         /// Measure the backfills alone (of CSV, then Parquet drops), not the single runs.
-        #[arg(long, requires = "backfill_months")]
+        #[arg(long)]
         backfill_only: bool,
     },
     /// Serve the workbench: open exceptions, each in full, the backlog, and the actions

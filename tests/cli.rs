@@ -331,6 +331,16 @@ fn backfill_runs_drops_in_order_skips_committed_ones_and_says_where_to_resume() 
 }
 
 #[test]
+fn bench_backfill_only_without_months_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bench");
+    let args = ["bench", "--backfill-only", "--dir", dir.to_str().unwrap()];
+    let text = output(&silverline(&args).code(2));
+    assert!(text.contains("--backfill-months"), "{text}");
+    assert!(!dir.exists(), "nothing measured");
+}
+
+#[test]
 fn bench_prints_the_run_the_floor_and_the_ratios() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("bench");

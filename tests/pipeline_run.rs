@@ -174,6 +174,7 @@ async fn a_backfill_month_reads_the_month_before_from_its_run_and_judges_as_a_ru
             2 => assert_eq!(kept, 0, "no run follows March: nothing kept"),
             _ => assert_eq!(kept, summary.counts.committed, "{}", drop.drop_id),
         }
+        assert_eq!(carry.read_kept_month(), index > 0, "{}", drop.drop_id);
     }
     assert_eq!(seen, expected);
     assert!(expected[1].contains("\"failed\":3"), "{}", expected[1]);
@@ -261,6 +262,7 @@ async fn a_kept_month_gives_way_to_silver_once_more_of_it_is_committed() {
             .await
             .unwrap()
             .summary;
+        assert!(!carry.read_kept_month(), "February read Silver");
         assert_eq!(summary.counts.committed, 205);
         assert_eq!(
             (

@@ -449,10 +449,8 @@ fn visit_history(history: &mut Vec<ExceptionEvent>, visit: &mut impl FnMut(&Exce
     history.clear();
 }
 
-/// The events of `contributor`'s missing-entity exceptions (every event
-/// of one carries the rule `missing_entities`), read without the rows set
-/// aside, however many those are.
-/// Which of the store's exceptions are `contributor`'s missing entities.
+/// Which of the store's exceptions are `contributor`'s missing entities
+/// (every event of one carries the rule `missing_entities`).
 pub(crate) fn missing_entities_of(contributor: &str) -> EventScope<'_> {
     EventScope {
         contributor: Some(contributor),

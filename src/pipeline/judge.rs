@@ -19,6 +19,7 @@ use super::route::RunStamp;
 use super::summary::{MissingEntities, Summary};
 use super::write::MISSING_OUTPUT;
 use super::{RunOptions, balance, baseline, evaluate, read, route, write};
+use crate::config::engine::CONTRIBUTOR_RULE;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::keys::Buckets;
 use crate::core::set_aside::SetAside;
@@ -69,6 +70,8 @@ pub(super) struct Handover {
     pub(super) carried: Option<Arc<CommittedMonth>>,
     /// Whether this run keeps the Silver rows it writes for the next run.
     pub(super) keep: bool,
+    /// Whether the run read the month before from `carried`.
+    pub(super) read_kept: bool,
 }
 
 /// What a judged, written and balanced run hands to the commit.
@@ -81,9 +84,9 @@ pub(super) struct Judgement {
     pub(super) exception_ids: ExceptionIds,
     /// The Silver rows written, kept for the next run (see [`Handover`]).
     pub(super) kept: Option<MonthKeeper>,
-    /// Whether Silver held no row of the contributor in the drop's months
-    /// before (what the run commits is then all they hold).
-    pub(super) fresh_months: bool,
+    /// The drop's whole months, when Silver held no row of the contributor
+    /// in them before (what the run commits is then all they hold).
+    pub(super) fresh_months: Option<(chrono::NaiveDate, chrono::NaiveDate)>,
 }
 
 /// baseline -> evaluate -> route -> write -> balance, on `silver` as it is.
@@ -108,16 +111,17 @@ pub(super) async fn judge_and_write(
     let buckets = batch.rows.buckets();
     let spill = SpillDir::new(buckets.count() > 1, plan.resources.scratch_dir.as_deref())?;
     let contributor = &context.drop.contributor;
-    let carried = handover
+    let kept_month = handover
         .carried
         .take()
         .filter(|month| month.holds_on(silver, contributor));
-    if carried.is_some() {
+    handover.read_kept = kept_month.is_some();
+    if handover.read_kept {
         tracing::debug!("history of the month before kept from its run");
     }
     let (firsts, missing) = first_pass(
         context,
-        (silver, references, carried),
+        (silver, references, kept_month),
         (batch, rules, options),
         (buckets, &spill),
         (summary, &mut laps),
@@ -172,15 +176,17 @@ pub(super) async fn judge_and_write(
     };
     let mut router = route::Router::new(&plan.contract, &stamp, (plan.mask_sensitive, &spill));
     let mut writers = datafile::SilverWriters::open(sink, &place.run_id);
-    // Months the drop brings first: the rows committed are all they hold.
-    let fresh = match options.dry_run {
-        true => None,
-        false => {
-            baseline::fresh_months(silver, &plan.contract, contributor, batch.rows.days()).await?
-        }
-    };
     // A drop judged in buckets is too large to keep in memory.
     let keep = handover.keep && buckets.count() == 1;
+    // Months the drop brings first: the rows committed are all they hold
+    // (unless rows labelled with another contributor may be committed).
+    let wanted = (keep || !summary.aggregates.is_empty()) && !options.dry_run;
+    let fresh = match wanted && contributor_rows_only(rules) {
+        true => {
+            baseline::fresh_months(silver, &plan.contract, contributor, batch.rows.days()).await?
+        }
+        false => None,
+    };
     let mut kept = fresh.filter(|_| keep).map(|months| {
         let read = ReadColumns {
             contract: &plan.contract,
@@ -259,7 +265,7 @@ pub(super) async fn judge_and_write(
         set_aside_files,
         exception_ids: stamp.exception_ids,
         kept,
-        fresh_months: fresh.is_some(),
+        fresh_months: fresh,
     })
 }
 
@@ -443,6 +449,15 @@ impl Laps {
             .or_default() += self.clock.elapsed().as_millis() as u64;
         self.clock = Instant::now();
     }
+}
+
+/// Whether every row committed is of the drop's contributor: not when the
+/// engine's `contributor` rule only warns (`[engine_rules]`).
+fn contributor_rows_only(rules: &[&Rule]) -> bool {
+    rules
+        .iter()
+        .filter(|r| r.name == CONTRIBUTOR_RULE)
+        .all(|r| r.severity != Severity::Warn)
 }
 
 /// Which entities the drop's periods expect: none for a replay or an

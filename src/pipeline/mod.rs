@@ -31,13 +31,15 @@ pub mod write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use chrono::NaiveDate;
+
 use tracing::Instrument;
 
 use crate::config::Plan;
 use crate::config::rules::Rule;
 use crate::core::drop::DropRef;
 use crate::error::Result;
-use crate::infra::append::JudgedOn;
+use crate::infra::append::{JudgedOn, rows_of_unchanged_since};
 use crate::infra::catalog::table_ident;
 use crate::progress::Progress;
 use crate::stage::Stage;
@@ -76,6 +78,8 @@ pub struct Carry {
     prefetch: Option<Prefetch>,
     /// The Silver rows the last run committed, the next one's history.
     committed: Option<Arc<CommittedMonth>>,
+    /// Whether the last run read its month before from such rows.
+    read_kept: bool,
 }
 
 impl Carry {
@@ -91,6 +95,12 @@ impl Carry {
     /// its history in place of Silver's (0: it reads Silver).
     pub fn committed_rows(&self) -> usize {
         self.committed.as_ref().map_or(0, |month| month.rows())
+    }
+
+    /// Whether the last run read the month before from the rows its run
+    /// kept ([`Carry::committed_rows`]) rather than from Silver.
+    pub fn read_kept_month(&self) -> bool {
+        self.read_kept
     }
 }
 
@@ -197,6 +207,7 @@ async fn open_and_run(
     let mut handover = Handover {
         carried: carry.committed.take(),
         keep: another_run_follows,
+        read_kept: false,
     };
     let claim = match claimed {
         Ok(Claimed::Fresh(claim)) => claim,
@@ -223,6 +234,7 @@ async fn open_and_run(
     let result = process(&context, judged, rules, options, summary).await;
     carry.references = references.into_loaded();
     carry.committed = handover.carried;
+    carry.read_kept = handover.read_kept;
     summary.finished_at = Some(now());
     time(summary, Stage::Total, started);
     finish(&context, summary, &summary_path, result, options).await
@@ -319,7 +331,7 @@ async fn stages(
         );
         match committed.await? {
             Attempt::Done => {
-                hand_on(context, summary, batch.received, kept, handover).await;
+                hand_on(context, summary, kept, handover).await;
                 return Ok(());
             }
             Attempt::JudgeAgain if judgement < context.plan.commit_attempts => {
@@ -339,31 +351,30 @@ async fn stages(
 async fn hand_on(
     context: &Context<'_>,
     summary: &Summary,
-    received: u64,
-    (kept, fresh_months): (Option<MonthKeeper>, bool),
+    (kept, fresh_months): (Option<MonthKeeper>, Option<(NaiveDate, NaiveDate)>),
     handover: &mut Handover,
 ) {
     let (RunStatus::Committed, Some(snapshot_id)) = (summary.status, summary.snapshot_id) else {
         return;
     };
-    if fresh_months && summary.counts.committed == received && !summary.aggregates.is_empty() {
+    let every_row = summary.counts.committed == summary.counts.received;
+    if let (Some(months), true) = (fresh_months, every_row && !summary.aggregates.is_empty()) {
+        let contributor = &context.drop.contributor;
         let periods = async {
             let silver = context::reload_silver(context).await?;
-            let on = (&silver, &context.dq_error);
-            let contributor = &context.drop.contributor;
+            // Rows of the contributor committed since (another run, a
+            // delete): the drop's metrics are no longer those of the months.
+            if !rows_of_unchanged_since(&silver, snapshot_id, contributor) {
+                return Ok(());
+            }
             let reports: Vec<_> = summary
                 .aggregates
                 .iter()
                 .map(|report| (report.period.as_str(), &report.metrics))
                 .collect();
-            evaluate::committed::keep_drop_periods(
-                context.plan,
-                contributor,
-                &reports,
-                on,
-                &context.memory,
-            )
-            .await
+            let on = (&silver, &context.dq_error);
+            let drop = (contributor.as_str(), months, &reports[..]);
+            evaluate::committed::keep_drop_periods(context.plan, drop, on, &context.memory).await
         };
         if let Err(error) = periods.await {
             tracing::warn!(error = %error, "the drop's period metrics not kept: a later run measures them");

@@ -26,6 +26,10 @@ use crate::transient::{DQ_ERRORS, EXCEPTION_ID, RAW_RECORD};
 /// Exceptions listed per page.
 pub const PAGE_SIZE: usize = 50;
 
+/// The last page a list shows (its exceptions and those before it are
+/// held while the store streams): 100,000 exceptions deep.
+pub const LAST_PAGE: usize = 2_000;
+
 /// Which statuses a list shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StatusFilter {
@@ -262,7 +266,11 @@ impl<'a> ListFold<'a> {
             rules: BTreeSet::new(),
             matching: 0,
             earliest: BinaryHeap::new(),
-            kept: filter.page.max(1).saturating_mul(PAGE_SIZE),
+            // Past the last page, none is kept: the page is empty.
+            kept: match filter.page <= LAST_PAGE {
+                true => filter.page.max(1) * PAGE_SIZE,
+                false => 0,
+            },
         }
     }
 
@@ -282,6 +290,9 @@ impl<'a> ListFold<'a> {
         }
         self.matching += 1;
         let key = (latest.entered_at, latest.exception_id.clone());
+        if self.kept == 0 {
+            return;
+        }
         if self.earliest.len() == self.kept
             && self.earliest.peek().is_some_and(|last| last.key <= key)
         {
@@ -650,7 +661,18 @@ mod tests {
             },
             now,
         );
-        assert_eq!(second.rows.len(), 10);
+        let ids: Vec<&str> = second
+            .rows
+            .iter()
+            .map(|r| r.latest.exception_id.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "e011", "e010", "e009", "e008", "e006", "e005", "e004", "e003", "e002", "e001"
+            ],
+            "the youngest ten, oldest first"
+        );
         let far = Filter {
             page: usize::MAX,
             ..Filter::default()

@@ -67,10 +67,9 @@ impl CommittedMonth {
         carried: Option<&CommittedMonth>,
         range: (NaiveDate, NaiveDate),
     ) -> RowsSource {
-        match carried {
-            Some(month) if month.months == range => RowsSource::Kept,
-            Some(month) if month.covers(range) => RowsSource::KeptFiltered,
-            _ => RowsSource::Silver,
+        match carried.is_some_and(|month| month.covers(range)) {
+            true => RowsSource::Kept,
+            false => RowsSource::Silver,
         }
     }
 
@@ -105,15 +104,15 @@ impl CommittedMonth {
     }
 }
 
-/// Where a query reads the contributor's rows of a range of dates.
+/// Where a query reads the contributor's rows of a range of dates, always
+/// filtered by contributor and range as Silver's are (a kept month holds
+/// every row the run committed, a row of another contributor or without
+/// an order date included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RowsSource {
-    /// Silver, filtered by contributor and range.
+    /// Silver.
     Silver,
-    /// The kept month ([`CARRIED_TABLE`]), filtered by range.
-    KeptFiltered,
-    /// The kept month whole: its months are the range, its rows are all
-    /// the contributor's.
+    /// The kept month ([`CARRIED_TABLE`]).
     Kept,
 }
 
@@ -122,13 +121,8 @@ impl RowsSource {
     pub(crate) fn table(self) -> &'static str {
         match self {
             RowsSource::Silver => "silver",
-            RowsSource::KeptFiltered | RowsSource::Kept => CARRIED_TABLE,
+            RowsSource::Kept => CARRIED_TABLE,
         }
-    }
-
-    /// Whether the query filters the table by contributor and range.
-    pub(crate) fn filtered(self) -> bool {
-        self != RowsSource::Kept
     }
 }
 

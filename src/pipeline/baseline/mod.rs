@@ -570,18 +570,12 @@ impl HistoryRead<'_> {
             .map(missing::closed_column_sql)
             .unwrap_or_default();
         let source = CommittedMonth::source(self.carried, (start, end));
-        let filter = match source.filtered() {
-            true => format!(
-                " WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
-                quote(&self.contract.contributor_column),
-                sql_string(self.contributor)
-            ),
-            false => String::new(),
-        };
         let sql = format!(
-            "SELECT {}{closed} FROM {} s{filter}",
+            "SELECT {}{closed} FROM {} s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
             self.projection().join(", "),
-            source.table()
+            source.table(),
+            quote(&self.contract.contributor_column),
+            sql_string(self.contributor)
         );
         let frame = ctx.sql(&sql).await.map_err(Error::query(Stage::Baseline))?;
         frame

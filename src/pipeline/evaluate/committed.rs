@@ -113,8 +113,8 @@ struct ComparedMonths {
     months: Vec<(NaiveDate, NaiveDate)>,
     /// Per month: this contributor's rows of it, the columns metrics read.
     rows_sql: Vec<String>,
-    /// The same from the month carried from the run before: filtered, whole.
-    carried_sql: Vec<(String, String)>,
+    /// The same from the month kept by the run before.
+    carried_sql: Vec<String>,
     /// Rows of no month (for the metrics' schema when there is no month).
     no_rows_sql: String,
     /// The metrics of the rows registered as `committed_rows`.
@@ -130,10 +130,7 @@ impl ComparedMonths {
             .collect();
         let carried_sql = months
             .iter()
-            .map(|month| {
-                let sql = |source| committed_rows_sql(plan, contributor, *month, source);
-                (sql(RowsSource::KeptFiltered), sql(RowsSource::Kept))
-            })
+            .map(|month| committed_rows_sql(plan, contributor, *month, RowsSource::Kept))
             .collect();
         ComparedMonths {
             contributor: contributor.to_string(),
@@ -172,8 +169,7 @@ impl ComparedMonths {
             }
             let measured_sql = match CommittedMonth::source(carried, *month) {
                 RowsSource::Silver => rows_sql,
-                RowsSource::KeptFiltered => &carried_sql.0,
-                RowsSource::Kept => &carried_sql.1,
+                RowsSource::Kept => carried_sql,
             };
             let batch = self.measure(&ctx, measured_sql).await?;
             if keep {
@@ -188,7 +184,7 @@ impl ComparedMonths {
         Ok(CommittedPeriods { schema, batches })
     }
 
-    /// One month's metrics, computed from Silver.
+    /// One month's metrics, measured by `rows_sql` (from Silver or a kept month).
     async fn measure(&self, ctx: &SessionContext, rows_sql: &str) -> Result<RecordBatch> {
         let rows = ctx
             .sql(rows_sql)
@@ -232,28 +228,32 @@ pub(crate) type DropPeriod<'a> = (&'a str, &'a BTreeMap<String, Option<f64>>);
 /// of the same months committed in `silver` (the table after the run's
 /// commit), so that later runs read them back instead of measuring them.
 /// The caller knows they are exactly what a measurement would give: every
-/// row of the drop committed, in months that held no row of `contributor`
-/// before. A month that gains or loses a file since is measured afresh, as
-/// any kept month is.
-pub(crate) async fn keep_drop_periods<'a>(
+/// row of the drop committed, in months (`from`, `to`) that held no row of
+/// `contributor` before, and none of its rows committed since. A month that
+/// gains or loses a file later is measured afresh, as any kept month is.
+pub(crate) async fn keep_drop_periods(
     plan: &Plan,
-    contributor: &str,
-    reports: &[DropPeriod<'a>],
+    (contributor, (from, to), reports): (&str, (NaiveDate, NaiveDate), &[DropPeriod<'_>]),
     (silver, dq_error): (&Table, &Location),
     memory: &QueryMemory,
 ) -> Result<()> {
     let ctx = new_session(memory);
     register_history_source(&ctx, &plan.contract, silver, None).await?;
+    let schema = ComparedMonths::new(plan, contributor, (from, from))
+        .measured_schema(&ctx)
+        .await?;
     for &(period, measured) in reports {
-        let Some(month) = NaiveDate::parse_from_str(period, "%Y-%m-%d")
+        // A period of rows without an order date is none of the months.
+        let month = NaiveDate::parse_from_str(period, "%Y-%m-%d")
             .ok()
             .and_then(|start| Some((start, start.checked_add_months(Months::new(1))?)))
-        else {
+            .filter(|(start, end)| from <= *start && *end <= to);
+        let Some(month) = month else {
+            tracing::debug!(period, "a drop period outside its months: not kept");
             continue;
         };
         let months = ComparedMonths::new(plan, contributor, month);
         let files = files_holding(silver, &plan.contract, contributor, month).await?;
-        let schema = months.measured_schema(&ctx).await?;
         let batch = report_batch(&schema, month.0, measured, &plan.metrics)?;
         keep_measured(
             dq_error,
@@ -335,19 +335,14 @@ fn committed_rows_sql(
     source: RowsSource,
 ) -> String {
     let order = quote(&plan.contract.order_column);
-    let filter = match source.filtered() {
-        true => format!(
-            "WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
-               AND {order} < DATE '{end}'",
-            contributor_column = quote(&plan.contract.contributor_column),
-            contributor = sql_string(contributor),
-        ),
-        false => String::new(),
-    };
     format!(
-        "SELECT {columns}DATE '{start}' AS p FROM {table} {filter}",
+        "SELECT {columns}DATE '{start}' AS p FROM {table} \
+         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
+           AND {order} < DATE '{end}'",
         columns = committed_metric_columns(&plan.metrics),
         table = source.table(),
+        contributor_column = quote(&plan.contract.contributor_column),
+        contributor = sql_string(contributor),
     )
 }
 
