@@ -13,6 +13,38 @@ use silverline::pipeline::{Carry, RunOptions, run_carrying};
 
 suite_tests!(embedded, workspace);
 
+/// The workspace's catalog and Silver as it is now.
+async fn catalog_and_silver(
+    ws: &silverline::demo::Workspace,
+) -> (std::sync::Arc<dyn iceberg::Catalog>, iceberg::table::Table) {
+    use silverline::infra::catalog::{connect, load_silver};
+    use silverline::infra::storage::Stores;
+    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+        .await
+        .unwrap();
+    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
+    let silver = load_silver(catalog.as_ref(), &ws.plan).await.unwrap();
+    (catalog, silver)
+}
+
+/// `rows` typed as a drop's and written as Silver data files (not committed).
+async fn silver_files_of(
+    ws: &silverline::demo::Workspace,
+    silver: &iceberg::table::Table,
+    rows: &[silverline::demo::generate::Statement],
+    name: &str,
+) -> Vec<iceberg::spec::DataFile> {
+    use silverline::core::drop::DropFile;
+    use silverline::demo::generate::to_csv;
+    use silverline::infra::datafile::write_silver_files;
+    use silverline::pipeline::read::read_drop;
+    let file = DropFile::new("rows.csv", bytes::Bytes::from(to_csv(rows)));
+    let read = read_drop(&ws.plan.contract, &[file]).unwrap();
+    let columns: Vec<usize> = (0..ws.plan.contract.columns.len()).collect();
+    let typed = read.rows.whole().unwrap().project(&columns).unwrap();
+    write_silver_files(silver, &[typed], name).await.unwrap()
+}
+
 /// iceberg-rust re-applies a transaction on a reloaded table; a commit pinned
 /// to the state silverline checked for its run key is refused instead, so a
 /// run can never append on top of a concurrent run's snapshot.
@@ -20,22 +52,12 @@ suite_tests!(embedded, workspace);
 async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() {
     use iceberg::ErrorKind;
     use iceberg::transaction::{ApplyTransactionAction, Transaction};
-    use silverline::core::drop::DropFile;
-    use silverline::demo::generate::to_csv;
-    use silverline::infra::catalog::{connect, load_silver};
-    use silverline::infra::datafile::write_silver_files;
     use silverline::infra::pinned::PinnedCatalog;
-    use silverline::infra::storage::Stores;
-    use silverline::pipeline::read::read_drop;
 
     let tw = workspace().await;
     let ws = &tw.ws;
     let mut bank = suite::bank_with_history(ws, 10).await;
-    let stores = Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
-        .await
-        .unwrap();
-    let catalog = connect(&ws.plan.catalog, &stores).await.unwrap();
-    let checked = load_silver(catalog.as_ref(), &ws.plan).await.unwrap();
+    let (catalog, checked) = catalog_and_silver(ws).await;
 
     let january = bank.statements(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap(), false);
     ws.put_drop("BANK_T", "2026-01", &january).await.unwrap();
@@ -44,13 +66,7 @@ async fn a_commit_pinned_to_the_checked_state_is_refused_once_the_table_moved() 
         .unwrap();
 
     let february = bank.statements(chrono::NaiveDate::from_ymd_opt(2026, 2, 1).unwrap(), false);
-    let file = DropFile::new("february.csv", bytes::Bytes::from(to_csv(&february)));
-    let read = read_drop(&ws.plan.contract, &[file]).unwrap();
-    let columns: Vec<usize> = (0..ws.plan.contract.columns.len()).collect();
-    let rows = read.rows.whole().unwrap().project(&columns).unwrap();
-    let files = write_silver_files(&checked, &[rows], "pinned")
-        .await
-        .unwrap();
+    let files = silver_files_of(ws, &checked, &february, "pinned").await;
     let append = |table| {
         let tx = Transaction::new(table);
         let action = tx.fast_append().add_data_files(files.clone());
@@ -188,28 +204,9 @@ async fn append_as_another_writer(
     rows: &[silverline::demo::generate::Statement],
 ) {
     use iceberg::transaction::{ApplyTransactionAction, Transaction};
-    use silverline::core::drop::DropFile;
-    use silverline::demo::generate::to_csv;
-    use silverline::infra::datafile::write_silver_files;
-    use silverline::pipeline::read::read_drop;
 
-    let stores =
-        silverline::infra::storage::Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
-            .await
-            .unwrap();
-    let catalog = silverline::infra::catalog::connect(&ws.plan.catalog, &stores)
-        .await
-        .unwrap();
-    let silver = silverline::infra::catalog::load_silver(catalog.as_ref(), &ws.plan)
-        .await
-        .unwrap();
-    let file = DropFile::new("late.csv", bytes::Bytes::from(to_csv(rows)));
-    let read = read_drop(&ws.plan.contract, &[file]).unwrap();
-    let columns: Vec<usize> = (0..ws.plan.contract.columns.len()).collect();
-    let typed = read.rows.whole().unwrap().project(&columns).unwrap();
-    let files = write_silver_files(&silver, &[typed], "another-writer")
-        .await
-        .unwrap();
+    let (catalog, silver) = catalog_and_silver(ws).await;
+    let files = silver_files_of(ws, &silver, rows, "another-writer").await;
     let tx = Transaction::new(&silver);
     let tx = tx.fast_append().add_data_files(files).apply(tx).unwrap();
     tx.commit(catalog.as_ref()).await.unwrap();
