@@ -225,7 +225,7 @@ async fn put_monthly_drops(
 /// Replaces the CSV file of drop `drop_id` with the same rows as a typed
 /// Parquet file.
 fn to_parquet_drop(ws: &Workspace, drop_id: &str) -> Result<()> {
-    let folder = ws.dir.join("data/bronze").join(CONTRIBUTOR).join(drop_id);
+    let folder = drop_folder(ws, drop_id);
     let csv = folder.join("statements.csv");
     csv_to_parquet(ws, &csv, &folder.join("statements.parquet"))?;
     std::fs::remove_file(&csv).map_err(|source| Error::Io { path: csv, source })
@@ -536,14 +536,14 @@ fn median_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
     Ok(floors.swap_remove(REPEATS / 2))
 }
 
+/// The bench contributor's drop folder `drop_id` in the workspace's bronze.
+fn drop_folder(ws: &Workspace, drop_id: &str) -> PathBuf {
+    ws.dir.join("data/bronze").join(CONTRIBUTOR).join(drop_id)
+}
+
 /// The floor: read the drop CSV with the contract's types and write it as Parquet, nothing else.
 fn measure_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
-    let csv = ws
-        .dir
-        .join("data/bronze")
-        .join(CONTRIBUTOR)
-        .join(drop_id)
-        .join("statements.csv");
+    let csv = drop_folder(ws, drop_id).join("statements.csv");
     let started = Instant::now();
     csv_to_parquet(ws, &csv, &ws.dir.join("floor.parquet"))?;
     Ok(started.elapsed())
@@ -590,11 +590,7 @@ fn stage_ms(measure: &Measure, stage: &str) -> u64 {
 /// own next to the CSV one; returns its drop id.
 fn put_parquet_drop(ws: &Workspace, drop_id: &str) -> Result<String> {
     let parquet_id = format!("{drop_id}-parquet");
-    let folder = ws
-        .dir
-        .join("data/bronze")
-        .join(CONTRIBUTOR)
-        .join(&parquet_id);
+    let folder = drop_folder(ws, &parquet_id);
     let target = folder.join("statements.parquet");
     std::fs::create_dir_all(&folder)
         .and_then(|()| std::fs::copy(ws.dir.join("floor.parquet"), &target))
@@ -610,17 +606,16 @@ fn put_parquet_drop(ws: &Workspace, drop_id: &str) -> Result<String> {
 /// aside, with an exception each. Returns its drop id.
 fn put_broken_drop(ws: &Workspace, drop_id: &str) -> Result<String> {
     use std::io::{BufRead, Write};
-    let bronze = ws.dir.join("data/bronze").join(CONTRIBUTOR);
     let broken_id = format!("{drop_id}-broken");
     let (source, target) = (
-        bronze.join(drop_id).join("statements.csv"),
-        bronze.join(&broken_id).join("statements.csv"),
+        drop_folder(ws, drop_id).join("statements.csv"),
+        drop_folder(ws, &broken_id).join("statements.csv"),
     );
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    std::fs::create_dir_all(bronze.join(&broken_id)).map_err(io(&target))?;
+    std::fs::create_dir_all(drop_folder(ws, &broken_id)).map_err(io(&target))?;
     let input = std::io::BufReader::new(std::fs::File::open(&source).map_err(io(&source))?);
     let mut out = std::io::BufWriter::new(std::fs::File::create(&target).map_err(io(&target))?);
     for (index, line) in input.lines().enumerate() {

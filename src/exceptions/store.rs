@@ -641,6 +641,12 @@ mod tests {
             .expect("the shipped config")
     }
 
+    /// The shipped config and an empty in-memory catalog named `name`.
+    async fn store(name: &str) -> (Plan, Arc<dyn Catalog>) {
+        let catalog = crate::infra::catalog::memory_catalog(name).await.unwrap();
+        (plan(), catalog)
+    }
+
     /// `count` exceptions of `contributor`, each quarantined or pending on
     /// day `i % 40` and, for every third, closed or re-judged later.
     fn events(contributor: &str, count: usize) -> Vec<ExceptionEvent> {
@@ -689,10 +695,7 @@ mod tests {
 
     #[tokio::test]
     async fn states_folded_from_a_sort_that_spills_are_those_of_the_events_held_whole() {
-        let plan = plan();
-        let catalog = crate::infra::catalog::memory_catalog("watch")
-            .await
-            .unwrap();
+        let (plan, catalog) = store("watch").await;
         // Two runs' appends (two data files), and another contributor's.
         let (a, b) = (events("BANK_A", 100_000), events("BANK_B", 500));
         let (first, second) = a.split_at(a.len() / 2);
@@ -759,10 +762,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_missing_record_folds_only_the_contributors_missing_entity_exceptions() {
-        let plan = plan();
-        let catalog = crate::infra::catalog::memory_catalog("missing")
-            .await
-            .unwrap();
+        let (plan, catalog) = store("missing").await;
         let mut all = events("BANK_A", 300);
         for i in 0..30 {
             all.extend(missing("BANK_A", i, "2026-01-01", i % 3 == 0));

@@ -65,21 +65,9 @@ impl JudgedOn {
     /// do not exist in format v1); if that one cannot be met (expired), the
     /// verdicts are taken as stale.
     pub(crate) fn is_stale(&self, table: &Table, contributor: &str) -> bool {
-        let metadata = table.metadata();
-        let mut next = metadata.current_snapshot_id();
-        while let Some(id) = next {
-            if Some(id) == self.snapshot_id {
-                return false;
-            }
-            let Some(snapshot) = metadata.snapshot_by_id(id) else {
-                return true;
-            };
-            if adds_rows_of(snapshot, contributor) {
-                return true;
-            }
-            next = snapshot.parent_snapshot_id();
-        }
-        self.snapshot_id.is_some()
+        !only_since(table, self.snapshot_id, |snapshot| {
+            !adds_rows_of(snapshot, contributor)
+        })
     }
 }
 
@@ -90,42 +78,60 @@ impl JudgedOn {
 /// table's after any delete. `false` when `since` cannot be met (expired).
 pub(crate) fn rows_of_unchanged_since(table: &Table, since: i64, contributor: &str) -> bool {
     use iceberg::spec::Operation;
+    only_since(table, Some(since), |snapshot| {
+        let summary = snapshot.summary();
+        match summary.operation {
+            Operation::Replace => true,
+            Operation::Append => run_contributor(snapshot).is_some_and(|c| c != contributor),
+            Operation::Overwrite | Operation::Delete => false,
+        }
+    })
+}
+
+/// Whether every snapshot of `table` after `since` (`None`: its first)
+/// passes `harmless`, walking the current snapshot's ancestry back (sequence
+/// numbers do not exist in format v1); `false` when `since` cannot be met
+/// (expired).
+fn only_since(
+    table: &Table,
+    since: Option<i64>,
+    harmless: impl Fn(&iceberg::spec::Snapshot) -> bool,
+) -> bool {
     let metadata = table.metadata();
     let mut next = metadata.current_snapshot_id();
     while let Some(id) = next {
-        if id == since {
+        if Some(id) == since {
             return true;
         }
         let Some(snapshot) = metadata.snapshot_by_id(id) else {
             return false;
         };
-        let summary = snapshot.summary();
-        let others = match summary.operation {
-            Operation::Replace => true,
-            Operation::Append => summary
-                .additional_properties
-                .get(RUN_KEY_PROPERTY)
-                .is_some_and(|run_key| run_key.split('/').next() != Some(contributor)),
-            Operation::Overwrite | Operation::Delete => false,
-        };
-        if !others {
+        if !harmless(snapshot) {
             return false;
         }
         next = snapshot.parent_snapshot_id();
     }
-    false
+    since.is_none()
+}
+
+/// The contributor whose run committed `snapshot`, from its run key.
+fn run_contributor(snapshot: &iceberg::spec::Snapshot) -> Option<&str> {
+    let run_key = snapshot
+        .summary()
+        .additional_properties
+        .get(RUN_KEY_PROPERTY)?;
+    run_key.split('/').next()
 }
 
 fn adds_rows_of(snapshot: &iceberg::spec::Snapshot, contributor: &str) -> bool {
     use iceberg::spec::Operation;
-    let summary = snapshot.summary();
-    if matches!(summary.operation, Operation::Replace | Operation::Delete) {
+    if matches!(
+        snapshot.summary().operation,
+        Operation::Replace | Operation::Delete
+    ) {
         return false;
     }
-    match summary.additional_properties.get(RUN_KEY_PROPERTY) {
-        Some(run_key) => run_key.split('/').next() == Some(contributor),
-        None => true,
-    }
+    run_contributor(snapshot).is_none_or(|c| c == contributor)
 }
 
 /// One run's append: its key (also a snapshot property and a ledger entry),

@@ -3,7 +3,7 @@
 //! one exception in full (its row, masked unless they may see personal data,
 //! its reasons with the rules' descriptions, its history).
 
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -225,35 +225,10 @@ struct ListFold<'a> {
     contributors: BTreeSet<String>,
     rules: BTreeSet<String>,
     matching: usize,
-    /// The earliest matching exceptions, at most `kept` of them.
-    earliest: BinaryHeap<Entry>,
+    /// The earliest matching exceptions seen: trimmed to the `kept`
+    /// earliest whenever it holds twice as many.
+    earliest: Vec<Listed>,
     kept: usize,
-}
-
-/// A matching exception, ordered as the list shows them.
-struct Entry {
-    key: (DateTime<Utc>, String),
-    listed: Listed,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-
-impl Eq for Entry {}
-
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&other.key)
-    }
 }
 
 impl<'a> ListFold<'a> {
@@ -265,7 +240,7 @@ impl<'a> ListFold<'a> {
             contributors: BTreeSet::new(),
             rules: BTreeSet::new(),
             matching: 0,
-            earliest: BinaryHeap::new(),
+            earliest: Vec::new(),
             // Past the last page, none is kept: the page is empty.
             kept: match filter.page <= LAST_PAGE {
                 true => filter.page.max(1) * PAGE_SIZE,
@@ -289,36 +264,35 @@ impl<'a> ListFold<'a> {
             return;
         }
         self.matching += 1;
-        let key = (latest.entered_at, latest.exception_id.clone());
         if self.kept == 0 {
             return;
         }
-        if self.earliest.len() == self.kept
-            && self.earliest.peek().is_some_and(|last| last.key <= key)
-        {
-            return;
-        }
-        self.earliest.push(Entry {
-            key,
-            listed: Listed {
-                latest: latest.clone(),
-                age_days: state.age_days(self.now),
-            },
+        self.earliest.push(Listed {
+            latest: latest.clone(),
+            age_days: state.age_days(self.now),
         });
-        if self.earliest.len() > self.kept {
-            self.earliest.pop();
+        if self.earliest.len() >= 2 * self.kept {
+            self.trim();
         }
     }
 
-    fn finish(self) -> Listing {
+    /// Keeps the `kept` earliest, oldest first (by entry, then id).
+    fn trim(&mut self) {
+        self.earliest.sort_by(|a, b| {
+            (a.latest.entered_at, &a.latest.exception_id)
+                .cmp(&(b.latest.entered_at, &b.latest.exception_id))
+        });
+        self.earliest.truncate(self.kept);
+    }
+
+    fn finish(mut self) -> Listing {
+        self.trim();
         let skipped = self.filter.page.saturating_sub(1).saturating_mul(PAGE_SIZE);
         let rows = self
             .earliest
-            .into_sorted_vec()
             .into_iter()
             .skip(skipped)
             .take(PAGE_SIZE)
-            .map(|entry| entry.listed)
             .collect();
         Listing {
             rows,

@@ -62,14 +62,18 @@ impl CommittedMonth {
         start < end && self.months.0 <= start && end <= self.months.1
     }
 
-    /// Where a query of the contributor's rows of `range` reads them.
-    pub(crate) fn source(
+    /// The table a query of the contributor's rows of `range` reads, always
+    /// filtered by contributor and range as Silver's are (a kept month
+    /// holds every row the run committed, a row of another contributor or
+    /// without an order date included): [`CARRIED_TABLE`] when `carried`
+    /// covers the range, else `silver`.
+    pub(crate) fn table_for(
         carried: Option<&CommittedMonth>,
         range: (NaiveDate, NaiveDate),
-    ) -> RowsSource {
+    ) -> &'static str {
         match carried.is_some_and(|month| month.covers(range)) {
-            true => RowsSource::Kept,
-            false => RowsSource::Silver,
+            true => CARRIED_TABLE,
+            false => "silver",
         }
     }
 
@@ -101,28 +105,6 @@ impl CommittedMonth {
         ctx.register_table(CARRIED_TABLE, Arc::new(table))
             .map_err(Error::query(Stage::Baseline))?;
         Ok(())
-    }
-}
-
-/// Where a query reads the contributor's rows of a range of dates, always
-/// filtered by contributor and range as Silver's are (a kept month holds
-/// every row the run committed, a row of another contributor or without
-/// an order date included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RowsSource {
-    /// Silver.
-    Silver,
-    /// The kept month ([`CARRIED_TABLE`]).
-    Kept,
-}
-
-impl RowsSource {
-    /// The table read.
-    pub(crate) fn table(self) -> &'static str {
-        match self {
-            RowsSource::Silver => "silver",
-            RowsSource::Kept => CARRIED_TABLE,
-        }
     }
 }
 
@@ -224,27 +206,23 @@ impl MonthKeeper {
 
 impl ReadColumns<'_> {
     /// The contract columns a history or a committed period reads: the
-    /// keys, the contributor and order columns, those rules and metrics
-    /// look back at, those metrics measure and those `closed_when` reads, in
-    /// the contract's order.
+    /// keys, the contributor column, the history's `prev` columns (the
+    /// order column among them), those metrics measure and those
+    /// `closed_when` reads, in the contract's order.
     fn columns(&self) -> Vec<String> {
-        let mut read: BTreeSet<&str> = self
+        let prev = super::prev_columns(self.contract, self.rules, self.metrics);
+        let measured = self.metrics.iter().flat_map(|m| m.columns.iter());
+        let closed = self.completeness.into_iter().flat_map(|c| c.columns.iter());
+        let read: BTreeSet<&str> = self
             .contract
             .entity_key
             .iter()
-            .chain([
-                &self.contract.contributor_column,
-                &self.contract.order_column,
-            ])
+            .chain([&self.contract.contributor_column])
+            .chain(&prev)
+            .chain(measured)
+            .chain(closed)
             .map(String::as_str)
             .collect();
-        let rules = self.rules.iter().flat_map(|r| r.prev_columns.iter());
-        let metrics = self
-            .metrics
-            .iter()
-            .flat_map(|m| m.columns.iter().chain(m.prev_columns.iter()));
-        let closed = self.completeness.into_iter().flat_map(|c| c.columns.iter());
-        read.extend(rules.chain(metrics).chain(closed).map(String::as_str));
         self.contract
             .columns
             .iter()

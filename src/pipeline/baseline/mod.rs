@@ -23,7 +23,7 @@ mod missing;
 
 pub(crate) use bucket::{Bucket, SpilledHistory};
 pub use carried::CommittedMonth;
-pub(crate) use carried::{MonthKeeper, ReadColumns, RowsSource, files_holding, fresh_months};
+pub(crate) use carried::{MonthKeeper, ReadColumns, files_holding, fresh_months};
 pub use missing::{Expected, Missing};
 
 use std::collections::BTreeSet;
@@ -569,11 +569,11 @@ impl HistoryRead<'_> {
             .completeness
             .map(missing::closed_column_sql)
             .unwrap_or_default();
-        let source = CommittedMonth::source(self.carried, (start, end));
+        let table = CommittedMonth::table_for(self.carried, (start, end));
         let sql = format!(
             "SELECT {}{closed} FROM {} s WHERE s.{} = {} AND s.{order} >= DATE '{start}' AND s.{order} < DATE '{end}'",
             self.projection().join(", "),
-            source.table(),
+            table,
             quote(&self.contract.contributor_column),
             sql_string(self.contributor)
         );

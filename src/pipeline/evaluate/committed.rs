@@ -33,9 +33,7 @@ use crate::core::sql::{quote, register_frame_on_disk, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
-use crate::pipeline::baseline::{
-    CommittedMonth, RowsSource, files_holding, register_history_source,
-};
+use crate::pipeline::baseline::{CommittedMonth, files_holding, register_history_source};
 use crate::stage::Stage;
 
 /// Each committed period's metrics (one row per period: the period, then
@@ -111,40 +109,44 @@ pub fn start_committed_periods(
 struct ComparedMonths {
     contributor: String,
     months: Vec<(NaiveDate, NaiveDate)>,
-    /// Per month: this contributor's rows of it, the columns metrics read.
-    rows_sql: Vec<String>,
-    /// The same from the month kept by the run before.
-    carried_sql: Vec<String>,
-    /// Rows of no month (for the metrics' schema when there is no month).
-    no_rows_sql: String,
+    /// The columns metrics read, quoted, each followed by a comma.
+    metric_columns: String,
+    /// The contributor and order columns, quoted.
+    contributor_column: String,
+    order_column: String,
+    /// The first day of the window (its empty range gives the metrics'
+    /// schema when there is no month).
+    from: NaiveDate,
     /// The metrics of the rows registered as `committed_rows`.
     by_period: String,
 }
 
 impl ComparedMonths {
     fn new(plan: &Plan, contributor: &str, window: (NaiveDate, NaiveDate)) -> ComparedMonths {
-        let months = months_of(window);
-        let rows_sql = months
-            .iter()
-            .map(|month| committed_rows_sql(plan, contributor, *month, RowsSource::Silver))
-            .collect();
-        let carried_sql = months
-            .iter()
-            .map(|month| committed_rows_sql(plan, contributor, *month, RowsSource::Kept))
-            .collect();
         ComparedMonths {
             contributor: contributor.to_string(),
-            rows_sql,
-            carried_sql,
-            months,
-            no_rows_sql: committed_rows_sql(
-                plan,
-                contributor,
-                (window.0, window.0),
-                RowsSource::Silver,
-            ),
+            months: months_of(window),
+            metric_columns: committed_metric_columns(&plan.metrics),
+            contributor_column: quote(&plan.contract.contributor_column),
+            order_column: quote(&plan.contract.order_column),
+            from: window.0,
             by_period: metrics_by_period_sql(&committed_metrics(&plan.metrics), "committed_rows"),
         }
+    }
+
+    /// This contributor's committed rows of the month `[start, end)` in
+    /// `table`, with their period: only the columns the metrics read (a
+    /// kept month's address holds this query of `silver`).
+    fn rows_sql(&self, (start, end): (NaiveDate, NaiveDate), table: &str) -> String {
+        let order = &self.order_column;
+        format!(
+            "SELECT {columns}DATE '{start}' AS p FROM {table} \
+             WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
+               AND {order} < DATE '{end}'",
+            columns = self.metric_columns,
+            contributor_column = self.contributor_column,
+            contributor = sql_string(&self.contributor),
+        )
     }
 
     /// Every month's metrics: kept ones read back, the others computed (and
@@ -159,19 +161,16 @@ impl ComparedMonths {
         let ctx = new_session(memory);
         register_history_source(&ctx, contract, silver, carried).await?;
         let mut batches = Vec::with_capacity(self.months.len());
-        let sql = self.rows_sql.iter().zip(&self.carried_sql);
-        for (month, (rows_sql, carried_sql)) in self.months.iter().zip(sql) {
+        for month in &self.months {
+            let rows_sql = &self.rows_sql(*month, "silver");
             let files = files_holding(silver, contract, &self.contributor, *month).await?;
             let kept = self.kept_path(rows_sql, &files);
             if let Some(batch) = read_kept(dq_error, &kept).await {
                 batches.push(batch);
                 continue;
             }
-            let measured_sql = match CommittedMonth::source(carried, *month) {
-                RowsSource::Silver => rows_sql,
-                RowsSource::Kept => carried_sql,
-            };
-            let batch = self.measure(&ctx, measured_sql).await?;
+            let table = CommittedMonth::table_for(carried, *month);
+            let batch = self.measure(&ctx, &self.rows_sql(*month, table)).await?;
             if keep {
                 keep_measured(dq_error, &kept, &batch).await;
             }
@@ -205,7 +204,8 @@ impl ComparedMonths {
 
     /// The schema of a month's metrics, when there is no month to measure.
     async fn measured_schema(&self, ctx: &SessionContext) -> Result<SchemaRef> {
-        Ok(self.measure(ctx, &self.no_rows_sql).await?.schema())
+        let no_rows = self.rows_sql((self.from, self.from), "silver");
+        Ok(self.measure(ctx, &no_rows).await?.schema())
     }
 
     /// Where a month's metrics are kept: addressed by the queries and the files.
@@ -257,7 +257,7 @@ pub(crate) async fn keep_drop_periods(
         let batch = report_batch(&schema, month.0, measured, &plan.metrics)?;
         keep_measured(
             dq_error,
-            &months.kept_path(&months.rows_sql[0], &files),
+            &months.kept_path(&months.rows_sql(month, "silver"), &files),
             &batch,
         )
         .await;
@@ -324,26 +324,6 @@ fn months_of((from, to): (NaiveDate, NaiveDate)) -> Vec<(NaiveDate, NaiveDate)> 
         start = end;
     }
     months
-}
-
-/// This contributor's committed rows of the month `[start, end)` read
-/// from `source`, with their period: only the columns the metrics read.
-fn committed_rows_sql(
-    plan: &Plan,
-    contributor: &str,
-    (start, end): (NaiveDate, NaiveDate),
-    source: RowsSource,
-) -> String {
-    let order = quote(&plan.contract.order_column);
-    format!(
-        "SELECT {columns}DATE '{start}' AS p FROM {table} \
-         WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
-           AND {order} < DATE '{end}'",
-        columns = committed_metric_columns(&plan.metrics),
-        table = source.table(),
-        contributor_column = quote(&plan.contract.contributor_column),
-        contributor = sql_string(contributor),
-    )
 }
 
 /// A kept month's metrics; `None` when absent or unreadable (then measured again).
