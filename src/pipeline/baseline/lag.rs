@@ -84,16 +84,27 @@ pub(super) fn lag(
     drop(previous);
 
     let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 6);
-    for name in prev {
-        let current = column(rows, name)?;
-        // Taken out of the history as it is read, so that the history
-        // shrinks while the previous values grow.
-        let committed_values = committed.take(name, current.data_type())?;
-        let previous = previous_values(current, &committed_values, &sources)?;
-        extra.push((
-            Field::new(prev_column(name), current.data_type().clone(), true),
-            previous,
-        ));
+    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let names: Vec<&String> = prev.iter().collect();
+    // A few columns at a time, one per core, each taken out of the history
+    // as it is read, so that the history shrinks while the previous values grow.
+    for names in names.chunks(lanes) {
+        let columns = names
+            .iter()
+            .map(|name| {
+                let current = column(rows, name)?;
+                Ok((*name, current, committed.take(name, current.data_type())?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let previous = in_parallel(&columns, |(_, current, committed)| {
+            previous_values(current, committed, &sources)
+        })?;
+        for ((name, current, _), previous) in columns.iter().zip(previous) {
+            extra.push((
+                Field::new(prev_column(name), current.data_type().clone(), true),
+                previous,
+            ));
+        }
     }
     drop(sources);
     let positions = u32::try_from(rows.num_rows())
@@ -315,6 +326,27 @@ fn previous_sources(
             None => (null, 0),
         })
         .collect()
+}
+
+/// `work` applied to each of `items`, each on a thread of its own.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    work: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .iter()
+            .map(|item| scope.spawn(|| work(item)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Internal("baseline: a LAG thread panicked".into()))
+                })
+            })
+            .collect()
+    })
 }
 
 /// The previous value of one column for every drop row.

@@ -58,6 +58,24 @@ pub struct PeriodOutcomes {
 }
 
 impl PeriodOutcomes {
+    /// The outcomes of the aggregate rules (in rule order) by period.
+    #[cfg(test)]
+    pub(crate) fn of(by_period: Vec<(i32, Vec<Outcome>)>) -> PeriodOutcomes {
+        PeriodOutcomes {
+            by_period,
+            reports: Vec::new(),
+        }
+    }
+
+    /// The periods aggregate rule `index` failed.
+    pub fn failed(&self, index: usize) -> Vec<i32> {
+        self.by_period
+            .iter()
+            .filter(|(_, outcomes)| outcomes.get(index) == Some(&Outcome::Fail))
+            .map(|(period, _)| *period)
+            .collect()
+    }
+
     /// The outcome of aggregate rule `index` for `period`; skipped if the period was not measured.
     pub fn outcome(&self, period: i32, index: usize) -> Outcome {
         self.by_period

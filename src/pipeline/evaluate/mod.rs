@@ -292,29 +292,53 @@ impl OutcomeCounts {
         }
     }
 
-    /// Counts one bucket's outcomes.
+    /// Counts one bucket's outcomes, a column at a time.
     pub fn count(&mut self, batches: &[RecordBatch]) -> Result<()> {
-        let no_periods = PeriodOutcomes::default();
         for batch in batches {
             let reader = BatchOutcomes::new(batch, &self.sources)?;
-            for row in 0..batch.num_rows() {
-                for (i, source) in self.sources.iter().enumerate() {
-                    if let OutcomeSource::Column(_) = source {
-                        let outcome = reader.outcome(i, source, row, &no_periods)?;
-                        self.outcomes[i].add(outcome, 1);
+            for (outcome, column) in self.outcomes.iter_mut().zip(&reader.columns) {
+                if let Some(column) = column {
+                    for (seen, rows) in Outcome::ALL.into_iter().zip(tally(column)?) {
+                        outcome.add(seen, rows);
                     }
                 }
             }
             match reader.periods {
-                Some(periods) => {
-                    for period in periods.iter() {
-                        *self.period_rows.entry(period).or_default() += 1;
-                    }
-                }
+                Some(periods) => count_periods(periods, &mut self.period_rows),
                 None => *self.period_rows.entry(None).or_default() += batch.num_rows() as u64,
             }
         }
         Ok(())
+    }
+}
+
+/// Rows per outcome of one outcome column, in [`Outcome::ALL`]'s order;
+/// an unknown code is a bug, named.
+fn tally(column: &Int8Array) -> Result<[u64; 4]> {
+    let mut rows = [0u64; 4];
+    for code in column.values() {
+        let outcome = Outcome::from_code(i64::from(*code))?;
+        rows[outcome as usize] += 1;
+    }
+    Ok(rows)
+}
+
+/// Adds each row of `periods` to its period's count; rows of one period
+/// come in runs, counted as one entry each.
+fn count_periods(periods: &Date32Array, period_rows: &mut BTreeMap<Option<i32>, u64>) {
+    let mut run: Option<(Option<i32>, u64)> = None;
+    for period in periods.iter() {
+        match &mut run {
+            Some((current, rows)) if *current == period => *rows += 1,
+            _ => {
+                if let Some((done, rows)) = run.replace((period, 1)) {
+                    *period_rows.entry(done).or_default() += rows;
+                }
+            }
+        }
+    }
+    if let Some((done, rows)) = run {
+        *period_rows.entry(done).or_default() += rows;
     }
 }
 
@@ -503,6 +527,8 @@ fn outcome_sql(rule: &Rule, contract: &Contract) -> String {
 struct BatchOutcomes<'a> {
     /// How many leading columns are the rows' own.
     kept: usize,
+    /// The batch's rows.
+    rows: usize,
     columns: Vec<Option<&'a Int8Array>>,
     periods: Option<&'a Date32Array>,
 }
@@ -536,9 +562,40 @@ impl<'a> BatchOutcomes<'a> {
             .and_then(|c| c.as_any().downcast_ref::<Date32Array>());
         Ok(BatchOutcomes {
             kept,
+            rows: batch.num_rows(),
             columns,
             periods,
         })
+    }
+
+    /// Whether each row fails at least one rule (most rows fail none and
+    /// need no look at each rule): a column at a time, an aggregate rule
+    /// through the periods it failed.
+    fn failing_rows(
+        &self,
+        sources: &[OutcomeSource],
+        periods: &PeriodOutcomes,
+    ) -> Result<Vec<bool>> {
+        let mut failing = vec![false; self.rows];
+        for (column, source) in self.columns.iter().zip(sources) {
+            match (source, column) {
+                (OutcomeSource::Column(_), Some(column)) => {
+                    for (fails, code) in failing.iter_mut().zip(column.values()) {
+                        *fails |= Outcome::from_code(i64::from(*code))? == Outcome::Fail;
+                    }
+                }
+                (OutcomeSource::Period(index), _) => {
+                    let failed = periods.failed(*index);
+                    if let (Some(rows), false) = (self.periods, failed.is_empty()) {
+                        for (fails, period) in failing.iter_mut().zip(rows) {
+                            *fails |= period.is_some_and(|p| failed.contains(&p));
+                        }
+                    }
+                }
+                (OutcomeSource::Column(_), None) => {}
+            }
+        }
+        Ok(failing)
     }
 
     fn outcome(
@@ -585,11 +642,16 @@ impl Verdicts<'_> {
         let mut errors = ListBuilder::new(StructBuilder::from_fields(error_item_fields(), 0));
         let mut passed = BooleanBuilder::with_capacity(batch.num_rows());
         let mut worst = UInt8Builder::new();
-        for row in 0..batch.num_rows() {
-            if has_baseline.value(row) {
-                self.with_baseline += 1;
-            } else {
-                self.without_baseline += 1;
+        let with_baseline = has_baseline.values().count_set_bits();
+        self.with_baseline += with_baseline as u64;
+        self.without_baseline += (batch.num_rows() - with_baseline) as u64;
+        let failing = reader.failing_rows(&self.sources, &self.periods)?;
+        for (row, fails) in failing.into_iter().enumerate() {
+            if !fails {
+                errors.append(true);
+                passed.append_value(true);
+                worst.append_null();
+                continue;
             }
             let mut row_worst: Option<Severity> = None;
             for (i, source) in self.sources.iter().enumerate() {
@@ -639,6 +701,8 @@ fn append_error(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     #[test]
@@ -692,5 +756,158 @@ mod tests {
         let empty = drop.slice(0, 0);
         assert!(in_drop_order(empty, &[]).unwrap().is_empty());
         assert!(in_drop_order(drop, &[]).is_err());
+    }
+
+    fn rule(name: &str, scope: Scope, severity: Severity) -> Rule {
+        Rule {
+            name: name.to_string(),
+            expression: "true".to_string(),
+            scope,
+            severity,
+            contributor_types: vec!["*".to_string()],
+            message: format!("{name} failed"),
+            filter: None,
+            escalation: None,
+            origin: "test".to_string(),
+            prev_columns: BTreeSet::new(),
+            references: BTreeSet::new(),
+            column: None,
+        }
+    }
+
+    /// A judged row's rules failed, whether it passed, and its worst severity code.
+    fn verdict(batch: &RecordBatch, row: usize) -> (Vec<String>, bool, Option<u8>) {
+        let errors = batch
+            .column_by_name(DQ_ERRORS)
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow::array::ListArray>()
+            .unwrap()
+            .value(row);
+        let rules = errors
+            .as_any()
+            .downcast_ref::<arrow::array::StructArray>()
+            .unwrap()
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap()
+            .iter()
+            .map(|r| r.unwrap().to_string())
+            .collect();
+        let passed = batch.column_by_name(DQ_PASSED).unwrap();
+        let passed = passed.as_any().downcast_ref::<BooleanArray>().unwrap();
+        let worst = batch.column_by_name(DQ_SEVERITY).unwrap();
+        let worst = worst
+            .as_any()
+            .downcast_ref::<arrow::array::UInt8Array>()
+            .unwrap();
+        (
+            rules,
+            passed.value(row),
+            worst.is_valid(row).then(|| worst.value(row)),
+        )
+    }
+
+    #[test]
+    fn rows_are_counted_and_judged_a_column_at_a_time_with_their_periods_outcomes() {
+        let rules = [
+            rule("complete", Scope::Row, Severity::Quarantine),
+            rule("volume", Scope::Aggregate, Severity::Quarantine),
+            rule("watch", Scope::Row, Severity::Warn),
+        ];
+        let rules: Vec<&Rule> = rules.iter().collect();
+        let (january, february) = (19_723, 19_754);
+        let [fail, pass, skipped, not_applicable] = Outcome::ALL.map(|o| o.code() as i8);
+        let batch = RecordBatch::try_from_iter([
+            (
+                ROW,
+                Arc::new(UInt32Array::from(vec![0, 1, 2, 3, 4])) as ArrayRef,
+            ),
+            (
+                HAS_BASELINE,
+                Arc::new(BooleanArray::from(vec![true, true, true, true, false])),
+            ),
+            (
+                PERIOD,
+                Arc::new(Date32Array::from(vec![
+                    Some(january),
+                    Some(january),
+                    Some(february),
+                    Some(february),
+                    None,
+                ])),
+            ),
+            (
+                "_rule_1",
+                Arc::new(Int8Array::from(vec![pass, fail, pass, pass, skipped])),
+            ),
+            (
+                "_rule_3",
+                Arc::new(Int8Array::from(vec![
+                    pass,
+                    pass,
+                    pass,
+                    fail,
+                    not_applicable,
+                ])),
+            ),
+        ])
+        .unwrap();
+        // Counted over two batches: a period's rows may span them.
+        let mut counts = OutcomeCounts::new(&rules);
+        counts
+            .count(&[batch.slice(0, 3), batch.slice(3, 2)])
+            .unwrap();
+        let periods = PeriodOutcomes::of(vec![
+            (january, vec![Outcome::Pass]),
+            (february, vec![Outcome::Fail]),
+        ]);
+        let mut verdicts = Verdicts::new(&rules, periods, counts);
+        let tallies: Vec<[u64; 4]> = verdicts
+            .outcomes
+            .iter()
+            .map(|o| [o.failed, o.passed, o.skipped_no_baseline, o.not_applicable])
+            .collect();
+        assert_eq!(tallies, [[1, 3, 1, 0], [2, 2, 1, 0], [1, 3, 0, 1]]);
+
+        let judged = verdicts.judge(&[batch]).unwrap().remove(0);
+        let quarantine = Some(Severity::Quarantine.code());
+        let expected = [
+            (vec![], true, None),
+            (vec!["complete".to_string()], false, quarantine),
+            (vec!["volume".to_string()], false, quarantine),
+            (
+                vec!["volume".to_string(), "watch".to_string()],
+                false,
+                quarantine,
+            ),
+            (vec![], true, None),
+        ];
+        for (row, expected) in expected.into_iter().enumerate() {
+            assert_eq!(verdict(&judged, row), expected, "row {row}");
+        }
+        assert_eq!((verdicts.with_baseline, verdicts.without_baseline), (4, 1));
+        assert_eq!(
+            judged.num_columns(),
+            3 + 3,
+            "own columns, then the verdicts"
+        );
+    }
+
+    #[test]
+    fn an_unknown_outcome_code_is_an_error_when_counted_and_when_judged() {
+        let rules = [rule("complete", Scope::Row, Severity::Quarantine)];
+        let rules: Vec<&Rule> = rules.iter().collect();
+        let batch = RecordBatch::try_from_iter([
+            (ROW, Arc::new(UInt32Array::from(vec![0])) as ArrayRef),
+            (HAS_BASELINE, Arc::new(BooleanArray::from(vec![true]))),
+            ("_rule_1", Arc::new(Int8Array::from(vec![9]))),
+        ])
+        .unwrap();
+        let mut counts = OutcomeCounts::new(&rules);
+        assert!(counts.count(std::slice::from_ref(&batch)).is_err());
+        let mut verdicts = Verdicts::new(&rules, PeriodOutcomes::default(), counts);
+        assert!(verdicts.judge(&[batch]).is_err());
     }
 }
