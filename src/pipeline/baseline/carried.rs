@@ -14,7 +14,6 @@ use std::sync::Arc;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
-use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
 use iceberg::expr::Reference;
@@ -24,6 +23,7 @@ use iceberg::table::Table;
 use crate::config::contract::Contract;
 use crate::config::rules::{Completeness, Metric, Rule};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
+use crate::core::sql::register_table;
 use crate::error::{Error, Result};
 use crate::infra::append::rows_of_unchanged_since;
 use crate::stage::Stage;
@@ -100,11 +100,11 @@ impl CommittedMonth {
             .iter()
             .map(|batch| cast_to(batch, &schema))
             .collect::<Result<Vec<_>>>()?;
-        let table =
-            MemTable::try_new(schema, vec![batches]).map_err(Error::query(Stage::Baseline))?;
-        ctx.register_table(CARRIED_TABLE, Arc::new(table))
-            .map_err(Error::query(Stage::Baseline))?;
-        Ok(())
+        // Spread over the session's partitions: a single partition is split
+        // by a repartition that accounts each batch (a slice of the run's
+        // rows) at the size of the whole buffers it shares, and so spilled
+        // every batch to disk.
+        register_table(ctx, CARRIED_TABLE, (schema, batches), Stage::Baseline)
     }
 }
 
@@ -289,7 +289,10 @@ pub(crate) async fn files_holding(
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::{ArrayRef, Date32Array, Int64Array, StringArray};
+
     use super::*;
+    use crate::core::sql::{MemoryBudget, QueryMemory, log_spills, new_session};
 
     fn day(y: i32, m: u32, d: u32) -> i32 {
         NaiveDate::from_ymd_opt(y, m, d).unwrap().num_days_from_ce() - UNIX_EPOCH_FROM_CE
@@ -306,5 +309,63 @@ mod tests {
             whole_months(day(2023, 12, 15), day(2024, 2, 1)),
             Some((date(2023, 12, 1), date(2024, 3, 1)))
         );
+    }
+
+    #[tokio::test]
+    async fn a_kept_month_is_read_without_spilling_though_its_batches_share_buffers() {
+        // A run keeps its rows as slices of the batches it judged: each
+        // slice shares (and reports) the whole batch's buffers, some 22 MB.
+        let rows = 1_000_000;
+        let whole = RecordBatch::try_from_iter([
+            (
+                "contributor_id",
+                Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                    "BANK_A", rows,
+                ))) as ArrayRef,
+            ),
+            (
+                "statement_date",
+                Arc::new(Date32Array::from(vec![day(2024, 1, 31); rows])),
+            ),
+            (
+                "balance",
+                Arc::new(Int64Array::from_iter_values(0..rows as i64)),
+            ),
+        ])
+        .unwrap();
+        let batches = (0..rows)
+            .step_by(8192)
+            .map(|start| whole.slice(start, 8192.min(rows - start)))
+            .collect();
+        let month = CommittedMonth {
+            contributor: "BANK_A".to_string(),
+            snapshot_id: 1,
+            months: whole_months(day(2024, 1, 1), day(2024, 1, 31)).unwrap(),
+            batches,
+        };
+        // The smallest budget accepted: a pool of 16 MiB.
+        let scratch = tempfile::tempdir().unwrap();
+        let memory = QueryMemory::new(&MemoryBudget {
+            bytes: 32 * 1024 * 1024,
+            scratch_dir: Some(scratch.path().to_path_buf()),
+            bucket_rows: None,
+        })
+        .unwrap();
+        let ctx = new_session(&memory);
+        month.register(&ctx, &whole.schema()).unwrap();
+        let frame = ctx
+            .sql(
+                "SELECT balance FROM carried WHERE contributor_id = 'BANK_A' \
+                 AND statement_date >= DATE '2024-01-01' AND statement_date < DATE '2024-02-01'",
+            )
+            .await
+            .unwrap();
+        let task = Arc::new(frame.task_ctx());
+        let plan = frame.create_physical_plan().await.unwrap();
+        let read = datafusion::physical_plan::collect(plan.clone(), task)
+            .await
+            .unwrap();
+        assert_eq!(read.iter().map(RecordBatch::num_rows).sum::<usize>(), rows);
+        assert_eq!(log_spills(plan.as_ref()), 0, "no batch went through disk");
     }
 }
