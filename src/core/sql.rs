@@ -18,8 +18,9 @@ use datafusion::execution::disk_manager::{
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::core::spill::{SPILL_EXTENSION, Spill, SpilledTable};
 use crate::error::{Error, Result};
@@ -195,6 +196,24 @@ pub(crate) async fn stream_frame(
     Ok((plan, stream))
 }
 
+/// Runs `frame` as a stream of its batches that, once drained, logs what
+/// its operators spilled ([`log_spills`]).
+pub(crate) async fn logged_stream(
+    frame: DataFrame,
+) -> datafusion::error::Result<SendableRecordBatchStream> {
+    let (plan, stream) = stream_frame(frame).await?;
+    let schema = stream.schema();
+    let drained = futures::stream::once(async move {
+        log_spills(plan.as_ref());
+        None
+    });
+    let logged = stream
+        .map(Some)
+        .chain(drained)
+        .filter_map(futures::future::ready);
+    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, logged)))
+}
+
 /// Logs what `plan`'s operators spilled past the memory budget, if they
 /// did; how many times they spilled.
 pub(crate) fn log_spills(plan: &dyn ExecutionPlan) -> usize {
@@ -318,4 +337,74 @@ pub(crate) fn quote(name: &str) -> String {
 /// Quotes an SQL string literal.
 pub(crate) fn sql_string(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use arrow::array::{ArrayRef, Int64Array};
+
+    use super::*;
+
+    /// A log writer into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_streamed_query_logs_what_it_spilled_once_drained() {
+        let scratch = tempfile::tempdir().unwrap();
+        // The smallest budget accepted: a pool of 16 MiB, below the 24 MB sorted.
+        let memory = QueryMemory::new(&MemoryBudget {
+            bytes: 32 * 1024 * 1024,
+            scratch_dir: Some(scratch.path().to_path_buf()),
+            bucket_rows: None,
+        })
+        .unwrap();
+        let ctx = new_session(&memory);
+        let batches: Vec<RecordBatch> = (0..3_000_000i64)
+            .step_by(8192)
+            .map(|start| {
+                let values: ArrayRef = Arc::new(Int64Array::from_iter_values(
+                    (start..(start + 8192).min(3_000_000)).rev(),
+                ));
+                RecordBatch::try_from_iter([("v", values)]).unwrap()
+            })
+            .collect();
+        let schema = batches[0].schema();
+        register_table(&ctx, "numbers", (schema, batches), Stage::Baseline).unwrap();
+        let frame = ctx.sql("SELECT v FROM numbers ORDER BY v").await.unwrap();
+
+        let log = Captured::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let stream = logged_stream(frame).await.unwrap();
+        let rows: usize = stream
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap()
+            .iter()
+            .map(RecordBatch::num_rows)
+            .sum();
+        assert_eq!(rows, 3_000_000);
+        let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            log.contains("a query spilled to the scratch folder"),
+            "{log}"
+        );
+    }
 }

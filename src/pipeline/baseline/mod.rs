@@ -42,7 +42,9 @@ use crate::config::contract::Contract;
 use crate::config::rules::{Completeness, Metric, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
-use crate::core::sql::{QueryMemory, new_session, quote, register_table, sql_string};
+use crate::core::sql::{
+    QueryMemory, logged_stream, new_session, quote, register_table, sql_string,
+};
 use crate::error::{Error, Result};
 use crate::infra::evolve::read_with_current_schema;
 use crate::stage::Stage;
@@ -578,8 +580,7 @@ impl HistoryRead<'_> {
             sql_string(self.contributor)
         );
         let frame = ctx.sql(&sql).await.map_err(Error::query(Stage::Baseline))?;
-        frame
-            .execute_stream()
+        logged_stream(frame)
             .await
             .map_err(Error::query(Stage::Baseline))
     }
