@@ -87,6 +87,19 @@ impl QueryMemory {
     }
 }
 
+#[cfg(test)]
+impl QueryMemory {
+    /// The smallest budget accepted (32 MiB: a pool of 16 MiB), spilling to `scratch`.
+    pub(crate) fn smallest(scratch: &std::path::Path) -> QueryMemory {
+        QueryMemory::new(&MemoryBudget {
+            bytes: 32 * 1024 * 1024,
+            scratch_dir: Some(scratch.to_path_buf()),
+            bucket_rows: None,
+        })
+        .expect("a writable scratch folder")
+    }
+}
+
 impl std::fmt::Debug for QueryMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueryMemory")
@@ -365,13 +378,7 @@ mod tests {
     #[tokio::test]
     async fn a_streamed_query_logs_what_it_spilled_once_drained() {
         let scratch = tempfile::tempdir().unwrap();
-        // The smallest budget accepted: a pool of 16 MiB, below the 24 MB sorted.
-        let memory = QueryMemory::new(&MemoryBudget {
-            bytes: 32 * 1024 * 1024,
-            scratch_dir: Some(scratch.path().to_path_buf()),
-            bucket_rows: None,
-        })
-        .unwrap();
+        let memory = QueryMemory::smallest(scratch.path());
         let ctx = new_session(&memory);
         let batches: Vec<RecordBatch> = (0..3_000_000i64)
             .step_by(8192)

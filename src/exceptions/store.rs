@@ -631,7 +631,6 @@ fn from_batch(batch: &RecordBatch, read: Read) -> Result<Vec<ExceptionEvent>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sql::MemoryBudget;
     use crate::exceptions::backlog::states;
     use crate::exceptions::backlog::tests::{at, event};
     use chrono::Duration;
@@ -711,12 +710,7 @@ mod tests {
 
         // The smallest budget accepted, far below the events' size.
         let scratch = tempfile::tempdir().unwrap();
-        let memory = QueryMemory::new(&MemoryBudget {
-            bytes: 32 * 1024 * 1024,
-            scratch_dir: Some(scratch.path().to_path_buf()),
-            bucket_rows: None,
-        })
-        .unwrap();
+        let memory = QueryMemory::smallest(scratch.path());
         let mut folded = Vec::new();
         let spills = for_each_state(
             &table,

@@ -292,7 +292,7 @@ mod tests {
     use arrow::array::{ArrayRef, Date32Array, Int64Array, StringArray};
 
     use super::*;
-    use crate::core::sql::{MemoryBudget, QueryMemory, log_spills, new_session};
+    use crate::core::sql::{QueryMemory, log_spills, new_session};
 
     fn day(y: i32, m: u32, d: u32) -> i32 {
         NaiveDate::from_ymd_opt(y, m, d).unwrap().num_days_from_ce() - UNIX_EPOCH_FROM_CE
@@ -345,12 +345,7 @@ mod tests {
         };
         // The smallest budget accepted: a pool of 16 MiB.
         let scratch = tempfile::tempdir().unwrap();
-        let memory = QueryMemory::new(&MemoryBudget {
-            bytes: 32 * 1024 * 1024,
-            scratch_dir: Some(scratch.path().to_path_buf()),
-            bucket_rows: None,
-        })
-        .unwrap();
+        let memory = QueryMemory::smallest(scratch.path());
         let ctx = new_session(&memory);
         month.register(&ctx, &whole.schema()).unwrap();
         let frame = ctx
