@@ -210,7 +210,8 @@ pub(crate) async fn stream_frame(
 }
 
 /// Runs `frame` as a stream of its batches that, once drained, logs what
-/// its operators spilled ([`log_spills`]).
+/// its operators spilled ([`log_spills`]); a reader that stops early (at
+/// an error, say) logs nothing.
 pub(crate) async fn logged_stream(
     frame: DataFrame,
 ) -> datafusion::error::Result<SendableRecordBatchStream> {
@@ -377,9 +378,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_streamed_query_logs_what_it_spilled_once_drained() {
+        // The smallest budget accepted: a pool of 16 MiB, below the 24 MB
+        // sorted by one sorter (whatever the cores).
         let scratch = tempfile::tempdir().unwrap();
         let memory = QueryMemory::smallest(scratch.path());
-        let ctx = new_session(&memory);
+        let ctx = sort_session(&memory);
         let batches: Vec<RecordBatch> = (0..3_000_000i64)
             .step_by(8192)
             .map(|start| {

@@ -346,7 +346,15 @@ mod tests {
         // The smallest budget accepted: a pool of 16 MiB.
         let scratch = tempfile::tempdir().unwrap();
         let memory = QueryMemory::smallest(scratch.path());
+        // Four partitions whatever the cores: one partition read by four
+        // is what DataFusion repartitions.
         let ctx = new_session(&memory);
+        ctx.state_ref()
+            .write()
+            .config_mut()
+            .options_mut()
+            .execution
+            .target_partitions = 4;
         month.register(&ctx, &whole.schema()).unwrap();
         let frame = ctx
             .sql(

@@ -84,26 +84,25 @@ pub(super) fn lag(
     drop(previous);
 
     let mut extra: Vec<(Field, ArrayRef)> = Vec::with_capacity(prev.len() + 6);
-    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // A few columns at a time, one per core (at most four), each taken out
+    // of the history as it is read and freed once gathered, so that the
+    // history shrinks while the previous values grow.
+    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let names: Vec<&String> = prev.iter().collect();
-    // A few columns at a time, one per core, each taken out of the history
-    // as it is read, so that the history shrinks while the previous values grow.
     for names in names.chunks(lanes) {
         let columns = names
             .iter()
             .map(|name| {
                 let current = column(rows, name)?;
-                Ok((*name, current, committed.take(name, current.data_type())?))
+                Ok((current, committed.take(name, current.data_type())?))
             })
             .collect::<Result<Vec<_>>>()?;
-        let previous = in_parallel(&columns, |(_, current, committed)| {
-            previous_values(current, committed, &sources)
+        let previous = in_parallel(columns, |(current, committed)| {
+            let previous = previous_values(current, &committed, &sources)?;
+            Ok((Field::new("", current.data_type().clone(), true), previous))
         })?;
-        for ((name, current, _), previous) in columns.iter().zip(previous) {
-            extra.push((
-                Field::new(prev_column(name), current.data_type().clone(), true),
-                previous,
-            ));
+        for (name, (field, previous)) in names.iter().zip(previous) {
+            extra.push((field.with_name(prev_column(name)), previous));
         }
     }
     drop(sources);
@@ -328,25 +327,48 @@ fn previous_sources(
         .collect()
 }
 
-/// `work` applied to each of `items`, each on a thread of its own.
-fn in_parallel<T: Sync, R: Send>(
-    items: &[T],
-    work: impl Fn(&T) -> Result<R> + Sync,
+/// `work` applied to each of `items`, each on a thread of its own, the
+/// results in the items' order. A thread that cannot start or that panics
+/// is an error, once every thread is joined.
+fn in_parallel<T: Send, R: Send>(
+    items: Vec<T>,
+    work: impl Fn(T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
+    let work = &work;
     std::thread::scope(|scope| {
         let handles: Vec<_> = items
-            .iter()
-            .map(|item| scope.spawn(|| work(item)))
-            .collect();
-        handles
             .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal("baseline: a LAG thread panicked".into()))
-                })
+            .map(|item| {
+                std::thread::Builder::new()
+                    .name("lag".to_string())
+                    .spawn_scoped(scope, move || work(item))
             })
-            .collect()
+            .collect();
+        let joined: Vec<Result<R>> = handles
+            .into_iter()
+            .map(|handle| match handle {
+                Ok(handle) => handle.join().unwrap_or_else(|panic| {
+                    Err(Error::Internal(format!(
+                        "baseline: a LAG thread panicked: {}",
+                        panic_message(panic.as_ref())
+                    )))
+                }),
+                Err(source) => Err(Error::Internal(format!(
+                    "baseline: a LAG thread could not start: {source}"
+                ))),
+            })
+            .collect();
+        joined.into_iter().collect()
     })
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
 }
 
 /// The previous value of one column for every drop row.
@@ -396,6 +418,29 @@ mod tests {
     fn batch(values: Vec<i32>) -> RecordBatch {
         let array: ArrayRef = Arc::new(arrow::array::Int32Array::from(values));
         RecordBatch::try_from_iter([("v", array)]).unwrap()
+    }
+
+    #[test]
+    fn work_in_parallel_keeps_the_items_order_and_names_a_failure_or_a_panic() {
+        let doubled = in_parallel((0..6).collect(), |i: i32| Ok(i * 2)).unwrap();
+        assert_eq!(doubled, [0, 2, 4, 6, 8, 10]);
+        let failed = in_parallel(vec![1, 2, 3], |i: i32| match i {
+            2 => Err(Error::Internal("two".to_string())),
+            _ => Ok(i),
+        });
+        assert!(failed.unwrap_err().to_string().contains("two"));
+        let panicked = in_parallel(vec![1, 2, 3], |i: i32| match i {
+            1 => Err(Error::Internal("one".to_string())),
+            3 => panic!("three went wrong"),
+            _ => Ok(i),
+        });
+        // The first failure in the items' order, every thread joined.
+        assert!(panicked.unwrap_err().to_string().contains("one"));
+        let panicked = in_parallel(vec![3], |i: i32| -> Result<i32> {
+            panic!("{i} went wrong")
+        });
+        let message = panicked.unwrap_err().to_string();
+        assert!(message.contains("panicked: 3 went wrong"), "{message}");
     }
 
     #[test]

@@ -229,7 +229,7 @@ impl HistoryLoaded<'_> {
             held,
         } = self;
         // Missing entities first: the LAG then takes the history's columns
-        // one by one, freeing them as it goes.
+        // a few at a time, freeing them as it goes.
         let missing = match (completeness, absent) {
             (Some(completeness), Some(absent)) => {
                 let expectation = missing::Expectation {

@@ -51,7 +51,7 @@ pub struct PeriodReport {
 /// Aggregate outcomes by period (days since the epoch), in the order of the rules given.
 #[derive(Debug, Default)]
 pub struct PeriodOutcomes {
-    /// A drop holds a handful of periods: a list beats a hash map, asked once per row.
+    /// A drop holds a handful of periods: a list beats a hash map.
     by_period: Vec<(i32, Vec<Outcome>)>,
     /// What each period measured.
     pub reports: Vec<PeriodReport>,

@@ -639,47 +639,82 @@ impl Verdicts<'_> {
             .column_by_name(HAS_BASELINE)
             .and_then(|c| c.as_any().downcast_ref::<BooleanArray>().cloned())
             .ok_or_else(|| Error::Internal("evaluate: _has_baseline is missing".to_string()))?;
-        let mut errors = ListBuilder::new(StructBuilder::from_fields(error_item_fields(), 0));
-        let mut passed = BooleanBuilder::with_capacity(batch.num_rows());
-        let mut worst = UInt8Builder::new();
         let with_baseline = has_baseline.values().count_set_bits();
         self.with_baseline += with_baseline as u64;
         self.without_baseline += (batch.num_rows() - with_baseline) as u64;
+        let mut built = VerdictColumns::with_capacity(batch.num_rows());
         let failing = reader.failing_rows(&self.sources, &self.periods)?;
         for (row, fails) in failing.into_iter().enumerate() {
-            if !fails {
-                errors.append(true);
-                passed.append_value(true);
-                worst.append_null();
-                continue;
+            match fails {
+                false => built.append(None),
+                true => self.judge_row(&reader, row, &mut built)?,
             }
-            let mut row_worst: Option<Severity> = None;
-            for (i, source) in self.sources.iter().enumerate() {
-                if reader.outcome(i, source, row, &self.periods)? == Outcome::Fail {
-                    let severity = self.outcomes[i].severity;
-                    let rule = self.rules[i];
-                    append_error(&mut errors, &rule.name, severity, &rule.message);
-                    row_worst = row_worst.max(Some(severity));
-                }
-            }
-            errors.append(true);
-            passed.append_value(row_worst.is_none_or(|s| s == Severity::Warn));
-            worst.append_option(row_worst.map(Severity::code));
         }
         let own: Vec<usize> = (0..reader.kept).collect();
         let own = batch.project(&own).map_err(Error::arrow(Stage::Evaluate))?;
-        let verdicts: Vec<(Field, ArrayRef)> = vec![
-            (errors_field(), Arc::new(errors.finish())),
+        with_columns(&own, built.finish(), Stage::Evaluate)
+    }
+
+    /// The verdict of a row that fails at least one rule: each rule it
+    /// fails, in rule order, and the worst severity among them.
+    fn judge_row(
+        &self,
+        reader: &BatchOutcomes,
+        row: usize,
+        built: &mut VerdictColumns,
+    ) -> Result<()> {
+        let mut row_worst: Option<Severity> = None;
+        for (i, source) in self.sources.iter().enumerate() {
+            if reader.outcome(i, source, row, &self.periods)? == Outcome::Fail {
+                let severity = self.outcomes[i].severity;
+                let rule = self.rules[i];
+                append_error(&mut built.errors, &rule.name, severity, &rule.message);
+                row_worst = row_worst.max(Some(severity));
+            }
+        }
+        built.append(row_worst);
+        Ok(())
+    }
+}
+
+/// The verdict columns of a batch, as they are built row after row.
+struct VerdictColumns {
+    errors: ListBuilder<StructBuilder>,
+    passed: BooleanBuilder,
+    worst: UInt8Builder,
+}
+
+impl VerdictColumns {
+    fn with_capacity(rows: usize) -> VerdictColumns {
+        VerdictColumns {
+            errors: ListBuilder::new(StructBuilder::from_fields(error_item_fields(), 0)),
+            passed: BooleanBuilder::with_capacity(rows),
+            worst: UInt8Builder::with_capacity(rows),
+        }
+    }
+
+    /// Ends a row whose errors are appended: it passes unless its worst
+    /// severity keeps it out of Silver (`None`: it failed no rule).
+    fn append(&mut self, worst: Option<Severity>) {
+        self.errors.append(true);
+        self.passed
+            .append_value(worst.is_none_or(|s| s == Severity::Warn));
+        self.worst.append_option(worst.map(Severity::code));
+    }
+
+    /// `_dq_errors`, `_dq_passed` and `_dq_severity`.
+    fn finish(mut self) -> Vec<(Field, ArrayRef)> {
+        vec![
+            (errors_field(), Arc::new(self.errors.finish())),
             (
                 Field::new(DQ_PASSED, DataType::Boolean, false),
-                Arc::new(passed.finish()),
+                Arc::new(self.passed.finish()),
             ),
             (
                 Field::new(DQ_SEVERITY, DataType::UInt8, true),
-                Arc::new(worst.finish()),
+                Arc::new(self.worst.finish()),
             ),
-        ];
-        with_columns(&own, verdicts, Stage::Evaluate)
+        ]
     }
 }
 
@@ -822,11 +857,13 @@ mod tests {
         let batch = RecordBatch::try_from_iter([
             (
                 ROW,
-                Arc::new(UInt32Array::from(vec![0, 1, 2, 3, 4])) as ArrayRef,
+                Arc::new(UInt32Array::from(vec![0, 1, 2, 3, 4, 5])) as ArrayRef,
             ),
             (
                 HAS_BASELINE,
-                Arc::new(BooleanArray::from(vec![true, true, true, true, false])),
+                Arc::new(BooleanArray::from(vec![
+                    true, true, true, true, false, true,
+                ])),
             ),
             (
                 PERIOD,
@@ -836,11 +873,12 @@ mod tests {
                     Some(february),
                     Some(february),
                     None,
+                    Some(january),
                 ])),
             ),
             (
                 "_rule_1",
-                Arc::new(Int8Array::from(vec![pass, fail, pass, pass, skipped])),
+                Arc::new(Int8Array::from(vec![pass, fail, pass, pass, skipped, pass])),
             ),
             (
                 "_rule_3",
@@ -850,6 +888,7 @@ mod tests {
                     pass,
                     fail,
                     not_applicable,
+                    fail,
                 ])),
             ),
         ])
@@ -857,7 +896,7 @@ mod tests {
         // Counted over two batches: a period's rows may span them.
         let mut counts = OutcomeCounts::new(&rules);
         counts
-            .count(&[batch.slice(0, 3), batch.slice(3, 2)])
+            .count(&[batch.slice(0, 3), batch.slice(3, 3)])
             .unwrap();
         let periods = PeriodOutcomes::of(vec![
             (january, vec![Outcome::Pass]),
@@ -869,7 +908,7 @@ mod tests {
             .iter()
             .map(|o| [o.failed, o.passed, o.skipped_no_baseline, o.not_applicable])
             .collect();
-        assert_eq!(tallies, [[1, 3, 1, 0], [2, 2, 1, 0], [1, 3, 0, 1]]);
+        assert_eq!(tallies, [[1, 4, 1, 0], [2, 3, 1, 0], [2, 3, 0, 1]]);
 
         let judged = verdicts.judge(&[batch]).unwrap().remove(0);
         let quarantine = Some(Severity::Quarantine.code());
@@ -883,11 +922,13 @@ mod tests {
                 quarantine,
             ),
             (vec![], true, None),
+            // A warning alone lets the row through, named.
+            (vec!["watch".to_string()], true, Some(Severity::Warn.code())),
         ];
         for (row, expected) in expected.into_iter().enumerate() {
             assert_eq!(verdict(&judged, row), expected, "row {row}");
         }
-        assert_eq!((verdicts.with_baseline, verdicts.without_baseline), (4, 1));
+        assert_eq!((verdicts.with_baseline, verdicts.without_baseline), (5, 1));
         assert_eq!(
             judged.num_columns(),
             3 + 3,
