@@ -1,9 +1,10 @@
 //! The workbench as the tests meet it: `silverline serve` started on a free
 //! loopback port, an access file of bearer tokens, and readers of its pages.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use silverline::serve::access::token_hash;
@@ -38,7 +39,7 @@ pub fn serve_command(config: &Path, extra: &[&str]) -> Command {
 
 impl Workbench {
     /// Starts the workbench on `config` with the access file `access` and
-    /// waits until it answers.
+    /// waits until it listens.
     pub fn start(config: &Path, access: &Path) -> Workbench {
         let access = access.display().to_string();
         Workbench::start_with(config, &["--access", &access])
@@ -54,12 +55,12 @@ impl Workbench {
     }
 
     /// Starts `command` (a `silverline serve` listening on 127.0.0.1:`port`)
-    /// and waits until it answers.
+    /// and waits until it listens.
     pub fn launch(mut command: Command, port: u16) -> Workbench {
         let listen = format!("127.0.0.1:{port}");
         let child = command
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -67,26 +68,52 @@ impl Workbench {
             child,
             base: format!("http://{listen}"),
         };
-        workbench.wait_until_listening(port);
+        workbench.wait_until_listening();
         workbench
     }
 
-    fn wait_until_listening(&mut self, port: u16) {
+    /// Waits for the line `silverline serve` prints once its socket is
+    /// bound. (A connection that succeeds is no proof: before the server
+    /// binds, a loopback connect may meet itself or another test's server
+    /// on the same port.)
+    fn wait_until_listening(&mut self) {
+        let stdout = self.child.stdout.take().expect("stdout is piped");
+        let (said, heard) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let listening = lines
+                .by_ref()
+                .any(|line| line.is_ok_and(|l| l.starts_with("workbench listening on ")));
+            let _ = said.send(listening);
+            // Drained to the end: the server never blocks on a full pipe.
+            lines.for_each(drop);
+        });
         let deadline = Instant::now() + START_TIMEOUT;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut stderr = String::new();
-                if let Some(mut pipe) = self.child.stderr.take() {
-                    let _ = pipe.read_to_string(&mut stderr);
+        loop {
+            match heard.recv_timeout(Duration::from_millis(100)) {
+                Ok(true) => return,
+                Ok(false) | Err(RecvTimeoutError::Disconnected) => self.exited(),
+                Err(RecvTimeoutError::Timeout) => {
+                    if self.child.try_wait().unwrap().is_some() {
+                        self.exited();
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "silverline serve did not listen within {START_TIMEOUT:?}"
+                    );
                 }
-                panic!("silverline serve exited with {status}: {stderr}");
             }
-            assert!(
-                Instant::now() < deadline,
-                "silverline serve did not listen within {START_TIMEOUT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Fails the test with how `silverline serve` exited and what it said.
+    fn exited(&mut self) -> ! {
+        let status = self.child.wait().unwrap();
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        panic!("silverline serve exited with {status}: {stderr}");
     }
 
     /// The URL of `path` (starting with `/`).
