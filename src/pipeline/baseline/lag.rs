@@ -98,11 +98,12 @@ pub(super) fn lag(
             })
             .collect::<Result<Vec<_>>>()?;
         let previous = in_parallel(columns, |(current, committed)| {
-            let previous = previous_values(current, &committed, &sources)?;
-            Ok((Field::new("", current.data_type().clone(), true), previous))
+            previous_values(current, &committed, &sources)
         })?;
-        for (name, (field, previous)) in names.iter().zip(previous) {
-            extra.push((field.with_name(prev_column(name)), previous));
+        // Each of the drop's type: the history's values are cast to it.
+        for (name, previous) in names.iter().zip(previous) {
+            let field = Field::new(prev_column(name), previous.data_type().clone(), true);
+            extra.push((field, previous));
         }
     }
     drop(sources);
