@@ -7,6 +7,7 @@ pub mod digest;
 pub mod drop;
 pub mod keys;
 pub(crate) mod merge;
+pub(crate) mod parallel;
 pub mod place;
 pub mod set_aside;
 pub(crate) mod spill;

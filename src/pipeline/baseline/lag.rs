@@ -23,6 +23,7 @@ use chrono::{Datelike, NaiveDate};
 
 use crate::config::contract::Contract;
 use crate::config::values::UNIX_EPOCH_FROM_CE;
+use crate::core::parallel::in_parallel;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::transient::{
@@ -97,7 +98,7 @@ pub(super) fn lag(
                 Ok((current, committed.take(name, current.data_type())?))
             })
             .collect::<Result<Vec<_>>>()?;
-        let previous = in_parallel(columns, |(current, committed)| {
+        let previous = in_parallel("baseline: a LAG thread", columns, |(current, committed)| {
             previous_values(current, &committed, &sources)
         })?;
         // Each of the drop's type: the history's values are cast to it.
@@ -328,50 +329,6 @@ fn previous_sources(
         .collect()
 }
 
-/// `work` applied to each of `items`, each on a thread of its own, the
-/// results in the items' order. A thread that cannot start or that panics
-/// is an error, once every thread is joined.
-fn in_parallel<T: Send, R: Send>(
-    items: Vec<T>,
-    work: impl Fn(T) -> Result<R> + Sync,
-) -> Result<Vec<R>> {
-    let work = &work;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .into_iter()
-            .map(|item| {
-                std::thread::Builder::new()
-                    .name("lag".to_string())
-                    .spawn_scoped(scope, move || work(item))
-            })
-            .collect();
-        let joined: Vec<Result<R>> = handles
-            .into_iter()
-            .map(|handle| match handle {
-                Ok(handle) => handle.join().unwrap_or_else(|panic| {
-                    Err(Error::Internal(format!(
-                        "baseline: a LAG thread panicked: {}",
-                        panic_message(panic.as_ref())
-                    )))
-                }),
-                Err(source) => Err(Error::Internal(format!(
-                    "baseline: a LAG thread could not start: {source}"
-                ))),
-            })
-            .collect();
-        joined.into_iter().collect()
-    })
-}
-
-/// What a panic said, when it said it with a string.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("no message")
-}
-
 /// The previous value of one column for every drop row.
 fn previous_values(
     current: &ArrayRef,
@@ -419,29 +376,6 @@ mod tests {
     fn batch(values: Vec<i32>) -> RecordBatch {
         let array: ArrayRef = Arc::new(arrow::array::Int32Array::from(values));
         RecordBatch::try_from_iter([("v", array)]).unwrap()
-    }
-
-    #[test]
-    fn work_in_parallel_keeps_the_items_order_and_names_a_failure_or_a_panic() {
-        let doubled = in_parallel((0..6).collect(), |i: i32| Ok(i * 2)).unwrap();
-        assert_eq!(doubled, [0, 2, 4, 6, 8, 10]);
-        let failed = in_parallel(vec![1, 2, 3], |i: i32| match i {
-            2 => Err(Error::Internal("two".to_string())),
-            _ => Ok(i),
-        });
-        assert!(failed.unwrap_err().to_string().contains("two"));
-        let panicked = in_parallel(vec![1, 2, 3], |i: i32| match i {
-            1 => Err(Error::Internal("one".to_string())),
-            3 => panic!("three went wrong"),
-            _ => Ok(i),
-        });
-        // The first failure in the items' order, every thread joined.
-        assert!(panicked.unwrap_err().to_string().contains("one"));
-        let panicked = in_parallel(vec![3], |i: i32| -> Result<i32> {
-            panic!("{i} went wrong")
-        });
-        let message = panicked.unwrap_err().to_string();
-        assert!(message.contains("panicked: 3 went wrong"), "{message}");
     }
 
     #[test]

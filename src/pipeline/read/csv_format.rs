@@ -12,6 +12,7 @@ use super::typing::TypedRows;
 use super::{ParseReject, RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::core::drop::DropFile;
+use crate::core::parallel::in_parallel;
 use crate::error::{Error, Result};
 use crate::pipeline::summary::SchemaDrift;
 
@@ -86,22 +87,8 @@ fn read_in_pieces(
     let mut next = Some(0);
     while let Some(first) = next {
         let round = first..(first + pieces.lanes).min(cuts.len());
-        let read = std::thread::scope(|scope| {
-            let handles: Vec<_> = round
-                .clone()
-                .map(|i| {
-                    let (layout, cuts, line) = (&file_layout, &cuts, lines[i]);
-                    scope.spawn(move || layout.read_piece((cuts[i], line), &cuts[i + 1..]))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().map_err(|_| {
-                        Error::Internal("read: a parsing thread panicked".to_string())
-                    })?
-                })
-                .collect::<Result<Vec<Piece<'_>>>>()
+        let read: Vec<Piece<'_>> = in_parallel("read: a parsing thread", round.collect(), |i| {
+            file_layout.read_piece((cuts[i], lines[i]), &cuts[i + 1..])
         })?;
         let (chain, after) = trusted_pieces(first, read);
         next = after;

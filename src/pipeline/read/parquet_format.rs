@@ -23,6 +23,7 @@ use super::{RawText, TypedTable, map_header};
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::values::{parse_date, to_text};
 use crate::core::drop::DropFile;
+use crate::core::parallel::in_parallel;
 use crate::error::{Error, Result};
 use crate::pipeline::summary::SchemaDrift;
 
@@ -114,30 +115,15 @@ fn read_groups(
     columns: &[(&Column, Option<usize>)],
     (chunk, first_row): (&Chunk, u64),
 ) -> Result<TypedTable> {
-    let parts: Vec<Result<Part>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = column_ranges(columns.len())
-            .into_iter()
-            .map(|range| {
-                let part = &columns[range];
-                scope.spawn(move || read_part(file, part, chunk))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal(
-                        "read: a Parquet reader thread panicked".into(),
-                    ))
-                })
-            })
-            .collect()
-    });
+    let parts = in_parallel(
+        "read: a Parquet reader thread",
+        column_ranges(columns.len()),
+        |range| read_part(file, &columns[range], chunk),
+    )?;
     let mut typed = Vec::with_capacity(columns.len());
     let mut sources = Vec::with_capacity(columns.len());
     let mut first_problem: BTreeMap<usize, String> = BTreeMap::new();
     for part in parts {
-        let part = part?;
         typed.extend(part.typed);
         sources.extend(part.sources);
         for (row, problem) in part.problems {
