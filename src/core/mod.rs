@@ -9,6 +9,7 @@ pub mod keys;
 pub(crate) mod merge;
 pub(crate) mod parallel;
 pub mod place;
+pub(crate) mod pool;
 pub mod set_aside;
 pub(crate) mod spill;
 pub mod sql;

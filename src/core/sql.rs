@@ -15,13 +15,13 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::disk_manager::{
     DiskManagerBuilder, DiskManagerMode, RefCountedTempFile,
 };
-use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::{StreamExt, TryStreamExt};
 
+use crate::core::pool::LendingSpillPool;
 use crate::core::spill::{SPILL_EXTENSION, Spill, SpilledTable};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
@@ -73,7 +73,7 @@ impl QueryMemory {
         // its queries (the bucket judged, the references' keys).
         let pool = usize::try_from(budget.bytes / 2).unwrap_or(usize::MAX);
         let runtime = RuntimeEnvBuilder::new()
-            .with_memory_pool(Arc::new(FairSpillPool::new(pool)))
+            .with_memory_pool(Arc::new(LendingSpillPool::new(pool)))
             .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(disk))
             .build_arc()
             .map_err(|e| format!("resources.scratch_dir: the spill folder cannot be made: {e}"))?;
