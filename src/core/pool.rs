@@ -4,7 +4,7 @@
 //! `FairSpillPool` caps every spilling operator at the pool divided by the
 //! number registered, whether they hold anything or not. A query plans some
 //! twenty of them (each aggregation twice per core, sorts, repartitions), so
-//! the one grouping half a million accounts per core spilled at a twentieth
+//! the one grouping half a million keys per core spilled at a twentieth
 //! of the pool while the pool stood nine-tenths empty, and sorting what it
 //! spilled was a tenth of a backfill's CPU time. Here every spilling
 //! operator is sure of half its fair share: it may always grow to that while
