@@ -230,8 +230,11 @@ mod tests {
         grouping.shrink(20 * MIB);
         join.try_grow(20 * MIB).unwrap();
         assert_eq!(pool.reserved(), 100 * MIB);
-        // Split reservations of one operator count as one.
+        // Split reservations of one operator count as one: the part holds
+        // its bytes against the same full pool, and frees them when dropped.
         let part = grouping.split(10 * MIB);
+        assert_eq!(pool.reserved(), 100 * MIB);
+        assert!(part.try_grow(1).is_err());
         drop(part);
         assert_eq!(pool.reserved(), 90 * MIB);
     }
