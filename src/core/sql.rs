@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use datafusion::common::config::SpillCompression;
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::MemTable;
 use datafusion::datasource::file_format::options::ArrowReadOptions;
@@ -161,6 +162,9 @@ fn session_config() -> SessionConfig {
     // once (828 MiB of a 20M-account month); whole, a file streams batch by
     // batch, and a folder of them is still spread over the partitions.
     options.optimizer.repartition_file_scans = false;
+    // What an operator spills is LZ4 compressed, as the run's own spill
+    // files are (crate::core::spill).
+    options.execution.spill_compression = SpillCompression::Lz4Frame;
     config
 }
 
