@@ -9,6 +9,7 @@
 //! [`Buckets`] splits rows by the same key hash, with fixed seeds.
 
 use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
 
 use arrow::array::{Array, ArrayRef, StringArray, UInt32Array};
 use arrow::compute::cast;
@@ -16,6 +17,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use hashbrown::HashTable;
 
+use crate::core::parallel::over_row_ranges;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -51,7 +53,7 @@ impl KeyIndex {
     /// the keys not seen before.
     pub(crate) fn insert(&mut self, columns: &[ArrayRef]) -> Result<Vec<u32>> {
         let text = self.as_text(columns)?;
-        let hashes = self.row_hashes(&text);
+        let hashes = self.row_hashes_in_lanes(&text)?;
         let stage = self.stage;
         let too_many = |what: &str| Error::Internal(format!("{stage}: more than 4 billion {what}"));
         let batch = u32::try_from(self.batches.len()).map_err(|_| too_many("batches"))?;
@@ -79,21 +81,24 @@ impl KeyIndex {
         Ok(ids)
     }
 
-    /// The number of each row's key, `None` where it is not indexed.
+    /// The number of each row's key, `None` where it is not indexed (a
+    /// share of the rows per core).
     pub(crate) fn find(&self, columns: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         let text = self.as_text(columns)?;
-        let hashes = self.row_hashes(&text);
-        Ok(hashes
-            .into_iter()
-            .enumerate()
-            .map(|(row, hash)| {
-                let same = |id: &u32| {
-                    let (b, r, _) = self.keys[*id as usize];
-                    same_key(&self.batches[b as usize], r as usize, &text, row)
-                };
-                self.table.find(hash, same).copied()
-            })
-            .collect())
+        let what = format!("{}: a key lookup thread", self.stage);
+        over_row_ranges(&what, rows_of(&text), |range| {
+            let text = sliced(&text, &range);
+            let found = self.row_hashes(&text).into_iter().enumerate();
+            Ok(found
+                .map(|(row, hash)| {
+                    let same = |id: &u32| {
+                        let (b, r, _) = self.keys[*id as usize];
+                        same_key(&self.batches[b as usize], r as usize, &text, row)
+                    };
+                    self.table.find(hash, same).copied()
+                })
+                .collect())
+        })
     }
 
     fn as_text(&self, columns: &[ArrayRef]) -> Result<Vec<StringArray>> {
@@ -103,6 +108,27 @@ impl KeyIndex {
     fn row_hashes(&self, columns: &[StringArray]) -> Vec<u64> {
         row_hashes(&self.hasher, columns)
     }
+
+    /// [`Self::row_hashes`], a share of the rows per core.
+    fn row_hashes_in_lanes(&self, columns: &[StringArray]) -> Result<Vec<u64>> {
+        let what = format!("{}: a key hashing thread", self.stage);
+        over_row_ranges(&what, rows_of(columns), |range| {
+            Ok(self.row_hashes(&sliced(columns, &range)))
+        })
+    }
+}
+
+/// How many rows key columns hold.
+fn rows_of(columns: &[StringArray]) -> usize {
+    columns.first().map_or(0, Array::len)
+}
+
+/// The rows `range` of key columns (no copy).
+fn sliced(columns: &[StringArray], range: &Range<usize>) -> Vec<StringArray> {
+    columns
+        .iter()
+        .map(|c| c.slice(range.start, range.len()))
+        .collect()
 }
 
 /// Distinct keys held as their 128-bit fingerprints alone (XXH3-128 over
@@ -188,7 +214,8 @@ impl KeySet {
         (print >> 112) as usize
     }
 
-    /// Whether each row's key (of `columns`) is in the set, once loaded.
+    /// Whether each row's key (of `columns`) is in the set, once loaded (a
+    /// share of the rows per core).
     pub(crate) fn contains(&self, columns: &[ArrayRef]) -> Result<Vec<bool>> {
         if self.starts.len() != Self::PREFIXES + 1 {
             return Err(Error::Internal(format!(
@@ -196,14 +223,18 @@ impl KeySet {
                 self.stage
             )));
         }
-        Ok(fingerprints(&self.as_text(columns)?)
-            .into_iter()
-            .map(|print| {
-                let prefix = Self::prefix(print);
-                let range = self.starts[prefix] as usize..self.starts[prefix + 1] as usize;
-                self.prints[range].binary_search(&print).is_ok()
-            })
-            .collect())
+        let text = self.as_text(columns)?;
+        let what = format!("{}: a key lookup thread", self.stage);
+        over_row_ranges(&what, rows_of(&text), |range| {
+            Ok(fingerprints(&sliced(&text, &range))
+                .into_iter()
+                .map(|print| {
+                    let prefix = Self::prefix(print);
+                    let range = self.starts[prefix] as usize..self.starts[prefix + 1] as usize;
+                    self.prints[range].binary_search(&print).is_ok()
+                })
+                .collect())
+        })
     }
 
     fn as_text(&self, columns: &[ArrayRef]) -> Result<Vec<StringArray>> {
@@ -213,7 +244,7 @@ impl KeySet {
 
 /// Each row's fingerprint over its key's parts (length-prefixed, null marked).
 fn fingerprints(columns: &[StringArray]) -> Vec<u128> {
-    let rows = columns.first().map_or(0, Array::len);
+    let rows = rows_of(columns);
     let mut key = Vec::new();
     (0..rows)
         .map(|row| {
@@ -263,7 +294,7 @@ fn as_text(columns: &[ArrayRef], stage: Stage) -> Result<Vec<StringArray>> {
 
 /// Each row's hash over its key's parts (length-prefixed, null marked).
 fn row_hashes(hasher: &ahash::RandomState, columns: &[StringArray]) -> Vec<u64> {
-    let rows = columns.first().map_or(0, Array::len);
+    let rows = rows_of(columns);
     (0..rows)
         .map(|row| {
             let mut hasher = hasher.build_hasher();
@@ -539,6 +570,35 @@ mod tests {
                 .iter()
                 .enumerate()
                 .all(|(i, id)| *id == Some(i as u32))
+        );
+    }
+
+    #[test]
+    fn lookups_of_many_rows_split_over_threads_answer_each_row_for_itself() {
+        // Row i asks the key of number i / 2 when even, an unknown one when odd.
+        let known: Vec<String> = (0..60_000).map(|i| format!("k{i}")).collect();
+        let asked: Vec<String> = (0..120_000)
+            .map(|i| match i % 2 {
+                0 => format!("k{}", i / 2),
+                _ => format!("x{i}"),
+            })
+            .collect();
+        let known: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(&known))];
+        let asked: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(&asked))];
+        let mut index = KeyIndex::new(Stage::Baseline);
+        index.insert(&known).unwrap();
+        let found = index.find(&asked).unwrap();
+        let expected: Vec<Option<u32>> = (0..120_000u32)
+            .map(|i| (i % 2 == 0).then_some(i / 2))
+            .collect();
+        assert_eq!(found, expected);
+        let mut set = KeySet::new(Stage::Reference);
+        set.insert(&known).unwrap();
+        set.loaded().unwrap();
+        let contained = set.contains(&asked).unwrap();
+        assert_eq!(
+            contained,
+            expected.iter().map(Option::is_some).collect::<Vec<_>>()
         );
     }
 

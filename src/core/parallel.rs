@@ -1,6 +1,56 @@
 //! Work spread over threads of its own, joined as one result.
 
+use std::ops::Range;
+
 use crate::error::{Error, Result};
+
+/// How many threads work split by [`each_in_lanes`] takes: one per core.
+fn lanes() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Below this many rows, work over rows stays on the calling thread: a
+/// thread costs more to start than it saves.
+const PARALLEL_ROWS: usize = 32_768;
+
+/// `work` applied to each of `items`, the items split into one contiguous
+/// share per core, each share on a thread of its own (all on the calling
+/// thread when there is one share); the results in the items' order.
+pub(crate) fn each_in_lanes<T: Sync, R: Send>(
+    what: &str,
+    items: &[T],
+    work: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    let share = items.len().div_ceil(lanes()).max(1);
+    if items.len() <= share {
+        return items.iter().map(&work).collect();
+    }
+    let shares: Vec<&[T]> = items.chunks(share).collect();
+    let done = in_parallel(what, shares, |share| {
+        share.iter().map(&work).collect::<Result<Vec<R>>>()
+    })?;
+    Ok(done.into_iter().flatten().collect())
+}
+
+/// `work` over the rows `0..rows`, split into one contiguous range per core
+/// when there are at least [`PARALLEL_ROWS`]; its results (one per row, or
+/// any number per range) concatenated in row order.
+pub(crate) fn over_row_ranges<R: Send>(
+    what: &str,
+    rows: usize,
+    work: impl Fn(Range<usize>) -> Result<Vec<R>> + Sync,
+) -> Result<Vec<R>> {
+    if rows < PARALLEL_ROWS {
+        return work(0..rows);
+    }
+    let size = rows.div_ceil(lanes()).max(1);
+    let ranges: Vec<Range<usize>> = (0..rows)
+        .step_by(size)
+        .map(|start| start..(start + size).min(rows))
+        .collect();
+    let done = each_in_lanes(what, &ranges, |range| work(range.clone()))?;
+    Ok(done.into_iter().flatten().collect())
+}
 
 /// `work` applied to each of `items`, each on a thread of its own, the
 /// results in the items' order; `what` names the threads in errors ("read:
@@ -49,6 +99,29 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_in_lanes_and_over_row_ranges_keeps_every_item_once_in_order() {
+        let items: Vec<u32> = (0..1001).collect();
+        let doubled = each_in_lanes("a test thread", &items, |i| Ok(i * 2)).unwrap();
+        assert_eq!(doubled, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+        let failed = each_in_lanes("a test thread", &items, |i| match i {
+            700 => Err(Error::Internal("seven hundred".to_string())),
+            _ => Ok(*i),
+        });
+        assert!(failed.unwrap_err().to_string().contains("seven hundred"));
+        for rows in [
+            0,
+            5,
+            PARALLEL_ROWS - 1,
+            PARALLEL_ROWS,
+            3 * PARALLEL_ROWS + 7,
+        ] {
+            let numbered =
+                over_row_ranges("a test thread", rows, |range| Ok(range.collect())).unwrap();
+            assert_eq!(numbered, (0..rows).collect::<Vec<_>>(), "{rows} rows");
+        }
+    }
 
     #[test]
     fn work_in_parallel_keeps_the_items_order_and_names_a_failure_or_a_panic() {

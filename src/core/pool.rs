@@ -120,7 +120,7 @@ impl MemoryPool for LendingSpillPool {
         let free = state.free(self.size);
         if !consumer.can_spill() {
             if additional > free {
-                return Err(refused(consumer, additional, free));
+                return Err(refused(consumer, (additional, free), &state));
             }
             state.unspillable += additional;
             return Ok(());
@@ -133,7 +133,7 @@ impl MemoryPool for LendingSpillPool {
             false => free.saturating_sub(state.owed_to_others(consumer.id(), sure)),
         };
         if additional > available {
-            return Err(refused(consumer, additional, available));
+            return Err(refused(consumer, (additional, available), &state));
         }
         state.spilling.insert(consumer.id(), wanted);
         Ok(())
@@ -150,8 +150,23 @@ impl MemoryPool for LendingSpillPool {
 }
 
 /// DataFusion's "resources exhausted", which a spilling operator answers by
-/// spilling.
-fn refused(consumer: &MemoryConsumer, additional: usize, available: usize) -> DataFusionError {
+/// spilling; logged (debug) with what the pool held then, which says whether
+/// a larger `memory_limit` would have spared the spill.
+fn refused(
+    consumer: &MemoryConsumer,
+    (additional, available): (usize, usize),
+    state: &State,
+) -> DataFusionError {
+    tracing::debug!(
+        operator = consumer.name(),
+        wanted = additional,
+        available,
+        held = state.spilling.get(&consumer.id()).copied().unwrap_or(0),
+        spilling_operators = state.spilling.len(),
+        held_by_spilling = state.spillable(),
+        held_by_others = state.unspillable,
+        "the memory pool refused a reservation"
+    );
     DataFusionError::ResourcesExhausted(format!(
         "failed to reserve {additional} more bytes for {}: {available} bytes available to it",
         consumer.name()

@@ -42,6 +42,7 @@ use crate::config::contract::Contract;
 use crate::config::rules::{Completeness, Metric, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
+use crate::core::parallel::each_in_lanes;
 use crate::core::sql::{
     QueryMemory, logged_stream, new_session, quote, register_table, sql_string,
 };
@@ -280,6 +281,10 @@ async fn register_rows(ctx: &SessionContext, rows: &RecordBatch) -> Result<DataF
 
 /// Rows per slice of the in-memory tables, so the rules run on every core.
 const SLICE_ROWS: usize = 65_536;
+
+/// The rows of history whose entities are looked up together, a share of
+/// the batches per core.
+const LOOKED_UP_TOGETHER: usize = 65_536;
 
 fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
     (0..batch.num_rows())
@@ -540,12 +545,40 @@ impl HistoryRead<'_> {
                 futures::stream::iter(rows.into_iter().map(Ok)).boxed()
             }
         };
+        // Batches are looked up a group at a time, a share per core.
+        let mut group = Vec::new();
+        let mut group_rows = 0;
         while let Some(batch) = stream.try_next().await? {
-            let entities = self.entities.find(self.contract, &batch)?;
-            if let Some(absent) = absent.as_deref_mut() {
-                absent.keep(self.contract, &batch, &entities)?;
+            group_rows += batch.num_rows();
+            group.push(batch);
+            if group_rows >= LOOKED_UP_TOGETHER {
+                self.keep_found(
+                    &std::mem::take(&mut group),
+                    (history, absent.as_deref_mut()),
+                    &wanted,
+                )?;
+                group_rows = 0;
             }
-            history.keep(&self.kept_columns(&batch)?, entities, &wanted)?;
+        }
+        self.keep_found(&group, (history, absent), &wanted)
+    }
+
+    /// Finds the drop entity of each row of `batches`, then keeps the rows
+    /// of wanted ones (and records those of entities the drop leaves out).
+    fn keep_found(
+        &self,
+        batches: &[RecordBatch],
+        (history, mut absent): (&mut History, Option<&mut missing::Absent>),
+        wanted: impl Fn(u32) -> bool,
+    ) -> Result<()> {
+        let found = each_in_lanes("baseline: a key lookup thread", batches, |batch| {
+            self.entities.find(self.contract, batch)
+        })?;
+        for (batch, entities) in batches.iter().zip(found) {
+            if let Some(absent) = absent.as_deref_mut() {
+                absent.keep(self.contract, batch, &entities)?;
+            }
+            history.keep(&self.kept_columns(batch)?, entities, &wanted)?;
         }
         Ok(())
     }
