@@ -16,7 +16,7 @@ const PARALLEL_ROWS: usize = 32_768;
 /// `work` applied to each of `items`, the items split into one contiguous
 /// share per core, each share on a thread of its own (all on the calling
 /// thread when there is one share); the results in the items' order.
-pub(crate) fn each_in_lanes<T: Sync, R: Send>(
+fn each_in_lanes<T: Sync, R: Send>(
     what: &str,
     items: &[T],
     work: impl Fn(&T) -> Result<R> + Sync,

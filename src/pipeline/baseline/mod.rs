@@ -42,7 +42,6 @@ use crate::config::contract::Contract;
 use crate::config::rules::{Completeness, Metric, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
-use crate::core::parallel::each_in_lanes;
 use crate::core::sql::{
     QueryMemory, logged_stream, new_session, quote, register_table, sql_string,
 };
@@ -282,8 +281,8 @@ async fn register_rows(ctx: &SessionContext, rows: &RecordBatch) -> Result<DataF
 /// Rows per slice of the in-memory tables, so the rules run on every core.
 const SLICE_ROWS: usize = 65_536;
 
-/// The rows of history whose entities are looked up together, a share of
-/// the batches per core.
+/// The rows of history whose entities are looked up together (the lookup
+/// gives each core a share of them).
 const LOOKED_UP_TOGETHER: usize = 65_536;
 
 fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
@@ -334,9 +333,30 @@ impl Entities {
         self.index.len()
     }
 
-    /// The drop entity of each of `batch`'s rows (`None`: not in the drop).
-    fn find(&self, contract: &Contract, batch: &RecordBatch) -> Result<Vec<Option<u32>>> {
-        self.index.find(&key_columns(contract, batch)?)
+    /// The drop entity of each row of each of `batches` (`None`: not in
+    /// the drop), their keys looked up together (one lookup, its rows
+    /// shared over the cores).
+    fn find(&self, contract: &Contract, batches: &[RecordBatch]) -> Result<Vec<Vec<Option<u32>>>> {
+        let keys = batches
+            .iter()
+            .map(|batch| key_columns(contract, batch))
+            .collect::<Result<Vec<_>>>()?;
+        let together = match keys.as_slice() {
+            [] => return Ok(Vec::new()),
+            [one] => one.clone(),
+            _ => (0..contract.entity_key.len())
+                .map(|part| {
+                    let columns: Vec<&dyn arrow::array::Array> =
+                        keys.iter().map(|key| key[part].as_ref()).collect();
+                    arrow::compute::concat(&columns).map_err(Error::arrow(Stage::Baseline))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let mut found = self.index.find(&together)?.into_iter();
+        Ok(batches
+            .iter()
+            .map(|batch| found.by_ref().take(batch.num_rows()).collect())
+            .collect())
     }
 }
 
@@ -545,7 +565,7 @@ impl HistoryRead<'_> {
                 futures::stream::iter(rows.into_iter().map(Ok)).boxed()
             }
         };
-        // Batches are looked up a group at a time, a share per core.
+        // Batches are looked up a group at a time.
         let mut group = Vec::new();
         let mut group_rows = 0;
         while let Some(batch) = stream.try_next().await? {
@@ -563,17 +583,16 @@ impl HistoryRead<'_> {
         self.keep_found(&group, (history, absent), &wanted)
     }
 
-    /// Finds the drop entity of each row of `batches`, then keeps the rows
-    /// of wanted ones (and records those of entities the drop leaves out).
+    /// Finds the drop entity of each row of `batches` (their keys looked up
+    /// together), then keeps the rows of wanted ones (and records those of
+    /// entities the drop leaves out).
     fn keep_found(
         &self,
         batches: &[RecordBatch],
         (history, mut absent): (&mut History, Option<&mut missing::Absent>),
         wanted: impl Fn(u32) -> bool,
     ) -> Result<()> {
-        let found = each_in_lanes("baseline: a key lookup thread", batches, |batch| {
-            self.entities.find(self.contract, batch)
-        })?;
+        let found = self.entities.find(self.contract, batches)?;
         for (batch, entities) in batches.iter().zip(found) {
             if let Some(absent) = absent.as_deref_mut() {
                 absent.keep(self.contract, batch, &entities)?;
