@@ -804,4 +804,76 @@ mod tests {
         let kept = &history.entities;
         assert!(kept.is_empty() && history.batches.is_empty());
     }
+
+    #[test]
+    fn keys_of_several_batches_looked_up_together_come_back_per_batch_in_order() {
+        use crate::config::contract::{Column, ColumnType};
+        let column = |name: &str, column_type| Column {
+            name: name.to_string(),
+            column_type,
+            nullable: false,
+            sensitive: false,
+        };
+        let contract = Contract {
+            name: "t".to_string(),
+            columns: vec![
+                column("bank", ColumnType::String),
+                column("account", ColumnType::String),
+                column("day", ColumnType::Date),
+            ],
+            entity_key: vec!["bank".to_string(), "account".to_string()],
+            order_column: "day".to_string(),
+            contributor_column: "bank".to_string(),
+            input: Default::default(),
+        };
+        let keys = |rows: &[(String, String)]| {
+            let (banks, accounts): (Vec<&str>, Vec<&str>) =
+                rows.iter().map(|(b, a)| (b.as_str(), a.as_str())).unzip();
+            RecordBatch::try_from_iter([
+                (
+                    "bank",
+                    Arc::new(arrow::array::StringArray::from(banks)) as ArrayRef,
+                ),
+                (
+                    "account",
+                    Arc::new(arrow::array::StringArray::from(accounts)) as ArrayRef,
+                ),
+            ])
+            .unwrap()
+        };
+        let key = |bank: &str, account: usize| (bank.to_string(), account.to_string());
+        // The drop: bank A's even accounts below 50,000 and bank B's 1.
+        let mut drop_rows: Vec<(String, String)> =
+            (0..50_000).step_by(2).map(|a| key("A", a)).collect();
+        drop_rows.push(key("B", 1));
+        let entities = Entities::of_drop(&contract, &keys(&drop_rows)).unwrap();
+        let ids: std::collections::HashMap<&(String, String), u32> = drop_rows
+            .iter()
+            .zip(entities.of_rows().iter().copied())
+            .collect();
+        let id_of = |row: &(String, String)| ids.get(row).copied();
+        // History batches of 30,000, 0 and 20,001 rows (together past the
+        // rows a lookup splits over the cores), one batch alone, none.
+        let groups: Vec<Vec<Vec<(String, String)>>> = vec![
+            vec![
+                (0..30_000).map(|a| key("A", a)).collect(),
+                Vec::new(),
+                (30_000..50_000)
+                    .map(|a| key("A", a))
+                    .chain([key("B", 1)])
+                    .collect(),
+            ],
+            vec![vec![key("B", 1), key("B", 2), key("A", 4)]],
+            Vec::new(),
+        ];
+        for group in groups {
+            let batches: Vec<RecordBatch> = group.iter().map(|rows| keys(rows)).collect();
+            let found = entities.find(&contract, &batches).unwrap();
+            let expected: Vec<Vec<Option<u32>>> = group
+                .iter()
+                .map(|rows| rows.iter().map(&id_of).collect())
+                .collect();
+            assert_eq!(found, expected);
+        }
+    }
 }
