@@ -504,6 +504,11 @@ fn check_metrics(
             return Vec::new();
         }
     };
+    let bucket_key: Vec<String> = contract
+        .bucket_key_parts()
+        .into_iter()
+        .map(|part| contract.entity_key[part].clone())
+        .collect();
     let mut seen = BTreeSet::new();
     let mut metrics = Vec::new();
     for metric in &raw.metrics {
@@ -512,7 +517,7 @@ fn check_metrics(
             problems.push(format!("{at}: defined twice"));
         }
         match checker.check_aggregate(&metric.expression) {
-            Ok(expr) => metrics.push(metric_reading(metric, &expr)),
+            Ok(expr) => metrics.push(metric_reading(metric, &expr, &bucket_key)),
             Err(e) => problems.push(format!(
                 "{at}: expression `{}`: {e} (metrics read contract columns and their prev_<column> twins)",
                 metric.expression
@@ -586,7 +591,11 @@ fn add_completeness_metric(
 }
 
 /// The checked metric: the contract columns it reads, now and before.
-fn metric_reading(metric: &MetricConfig, expr: &datafusion::prelude::Expr) -> Metric {
+fn metric_reading(
+    metric: &MetricConfig,
+    expr: &datafusion::prelude::Expr,
+    entity_key: &[String],
+) -> Metric {
     let (prev, now): (BTreeSet<String>, BTreeSet<String>) = expr
         .column_refs()
         .iter()
@@ -600,7 +609,30 @@ fn metric_reading(metric: &MetricConfig, expr: &datafusion::prelude::Expr) -> Me
             .iter()
             .filter_map(|name| name.strip_prefix(PREV_PREFIX).map(str::to_string))
             .collect(),
+        counts_entities: counts_entities(expr, entity_key),
     }
+}
+
+/// Whether `expr` is `count(DISTINCT ...)` (no filter) of plain columns
+/// among which is every column of `bucket_key` (the entity key parts rows
+/// are split into buckets by): one value then never counts in two buckets.
+fn counts_entities(expr: &datafusion::prelude::Expr, bucket_key: &[String]) -> bool {
+    let datafusion::prelude::Expr::AggregateFunction(function) = expr else {
+        return false;
+    };
+    let params = &function.params;
+    if function.func.name() != "count" || !params.distinct || params.filter.is_some() {
+        return false;
+    }
+    let columns: Option<BTreeSet<&str>> = params
+        .args
+        .iter()
+        .map(|arg| match arg {
+            datafusion::prelude::Expr::Column(column) => Some(column.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    columns.is_some_and(|columns| bucket_key.iter().all(|k| columns.contains(k.as_str())))
 }
 
 fn check_references(
@@ -698,4 +730,44 @@ fn not_null_rule(contract: &Contract) -> Option<Rule> {
             _ => None,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::datatypes::{DataType, Field};
+
+    use super::*;
+
+    #[test]
+    fn only_a_distinct_count_of_columns_holding_the_entity_key_counts_entities() {
+        let checker = ExprChecker::new(vec![
+            Field::new("account_id", DataType::Utf8, true),
+            Field::new("branch", DataType::Utf8, true),
+            Field::new("amount", DataType::Float64, true),
+        ])
+        .unwrap();
+        let counts = |sql: &str, key: &[&str]| {
+            let key: Vec<String> = key.iter().map(|k| k.to_string()).collect();
+            counts_entities(&checker.check_aggregate(sql).unwrap(), &key)
+        };
+        assert!(counts("count(DISTINCT account_id)", &["account_id"]));
+        assert!(counts("COUNT(distinct account_id)", &["account_id"]));
+        // Another entity's accounts may read as the same value once changed.
+        assert!(!counts(
+            "count(DISTINCT lower(account_id))",
+            &["account_id"]
+        ));
+        assert!(!counts("count(DISTINCT branch)", &["account_id"]));
+        assert!(!counts(
+            "count(DISTINCT account_id)",
+            &["account_id", "branch"]
+        ));
+        assert!(!counts("count(account_id)", &["account_id"]));
+        assert!(!counts("count(DISTINCT account_id) + 1", &["account_id"]));
+        assert!(!counts(
+            "count(DISTINCT account_id) FILTER (WHERE amount > 0)",
+            &["account_id"]
+        ));
+        assert!(!counts("sum(amount)", &["account_id"]));
+    }
 }

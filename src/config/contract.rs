@@ -194,6 +194,21 @@ pub enum ExtraColumns {
 }
 
 impl Contract {
+    /// The positions, in the entity key, of the parts a drop's rows are
+    /// split into buckets by: every part but the contributor column, so
+    /// that rows of one entity share a bucket whatever contributor they
+    /// name (a run measures one contributor's), or the whole key when the
+    /// contributor column is all it holds.
+    pub fn bucket_key_parts(&self) -> Vec<usize> {
+        let parts: Vec<usize> = (0..self.entity_key.len())
+            .filter(|&i| self.entity_key[i] != self.contributor_column)
+            .collect();
+        match parts.is_empty() {
+            true => (0..self.entity_key.len()).collect(),
+            false => parts,
+        }
+    }
+
     /// The column called `name`, if any.
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)

@@ -215,6 +215,7 @@ impl Completeness {
             expression: format!("max(\"{}\")", crate::transient::MISSING_ENTITIES),
             columns: BTreeSet::from([crate::transient::MISSING_ENTITIES.to_string()]),
             prev_columns: BTreeSet::new(),
+            counts_entities: false,
         }
     }
 }
@@ -232,6 +233,12 @@ pub struct Metric {
     /// a metric is measured on the drop's periods only, which carry the
     /// previous state; committed periods have no value for it.
     pub prev_columns: BTreeSet<String>,
+    /// Whether it counts distinct values of columns that hold every part
+    /// of the entity key the drop's buckets split rows by
+    /// (`count(DISTINCT account_id)`; see
+    /// [`crate::config::contract::Contract::bucket_key_parts`]): it is then
+    /// the sum of what each bucket counts.
+    pub counts_entities: bool,
 }
 
 impl Metric {

@@ -322,6 +322,8 @@ pub(crate) struct Buckets {
     count: usize,
     /// Fixed seeds: a drop's row and a Silver row of one key hash alike.
     hasher: ahash::RandomState,
+    /// The positions of the key parts hashed (`None`: every part).
+    parts: Option<Vec<usize>>,
 }
 
 impl Buckets {
@@ -364,6 +366,16 @@ impl Buckets {
                 0x5EED_0003,
                 0x5EED_0004,
             ),
+            parts: None,
+        }
+    }
+
+    /// The same buckets, hashing only the key parts at `parts` (positions
+    /// among the key columns every caller gives).
+    pub(crate) fn hashing(self, parts: Vec<usize>) -> Buckets {
+        Buckets {
+            parts: Some(parts),
+            ..self
         }
     }
 
@@ -378,7 +390,18 @@ impl Buckets {
         if self.count == 1 {
             return Ok(vec![0; rows]);
         }
-        let text = as_text(columns, stage)?;
+        let hashed: Vec<ArrayRef> = match &self.parts {
+            None => columns.to_vec(),
+            Some(parts) => parts
+                .iter()
+                .map(|&part| {
+                    columns.get(part).cloned().ok_or_else(|| {
+                        Error::Internal(format!("buckets: key part {part} is missing"))
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
+        let text = as_text(&hashed, stage)?;
         let count = self.count as u64;
         Ok(row_hashes(&self.hasher, &text)
             .into_iter()

@@ -8,18 +8,30 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use arrow::ipc::CompressionType;
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow::record_batch::RecordBatch;
 
+use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
 /// The extension of spill files (as DataFusion lists Arrow files).
 pub(crate) const SPILL_EXTENSION: &str = ".arrow";
+
+/// What the writers of one set of buckets hold between them before they
+/// write: a bucket's share of a chunk is a few hundred rows, and every
+/// batch written costs an IPC message and an LZ4 frame per buffer, so
+/// pieces are gathered into batches of up to [`MAX_HELD`] bytes.
+const BUCKETS_HELD: usize = 32 * 1024 * 1024;
+
+/// The most (and, for many buckets, the least) one bucket's writer holds.
+const MAX_HELD: usize = 1024 * 1024;
+const MIN_HELD: usize = 64 * 1024;
 
 /// The run's spill folder: none when everything stays in memory.
 #[derive(Debug)]
@@ -93,6 +105,58 @@ impl SpillDir {
             ),
         }
     }
+
+    /// Writers of the files `{prefix}-{bucket}` in `folder`, one per
+    /// bucket of `buckets`, each gathering the pieces it is given into
+    /// larger batches, all of them together holding at most about
+    /// [`BUCKETS_HELD`] bytes.
+    pub(crate) fn bucket_writers(
+        &self,
+        (folder, prefix): (Option<&Path>, &str),
+        buckets: &Buckets,
+        schema: &SchemaRef,
+    ) -> Result<BucketWriters> {
+        let held = (BUCKETS_HELD / buckets.count()).clamp(MIN_HELD, MAX_HELD);
+        let writers = (0..buckets.count())
+            .map(|b| {
+                let writer = self.writer((folder, &format!("{prefix}-{b}")), schema)?;
+                Ok(writer.gathering(held))
+            })
+            .collect::<Result<_>>()?;
+        Ok(BucketWriters {
+            buckets: buckets.clone(),
+            writers,
+        })
+    }
+}
+
+/// One spill per bucket, each row written to its entity's.
+pub(crate) struct BucketWriters {
+    buckets: Buckets,
+    writers: Vec<SpillWriter>,
+}
+
+impl BucketWriters {
+    /// Adds the rows of `batch`, whose entity key columns are `keys`.
+    pub(crate) fn add(
+        &mut self,
+        batch: &RecordBatch,
+        keys: &[ArrayRef],
+        stage: Stage,
+    ) -> Result<()> {
+        let parts = self.buckets.split(batch, keys, stage)?;
+        for (writer, part) in self.writers.iter_mut().zip(&parts) {
+            if part.num_rows() > 0 {
+                writer.write(part)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every bucket's spill, in bucket order.
+    pub(crate) fn finish(self) -> Result<Vec<Spill>> {
+        self.writers.into_iter().map(SpillWriter::finish).collect()
+    }
 }
 
 /// Batches written one by one to a spill.
@@ -100,7 +164,18 @@ pub(crate) enum SpillWriter {
     /// Held in memory.
     Memory(Vec<RecordBatch>),
     /// Written to an Arrow IPC file.
-    File(Box<FileWriter<File>>, PathBuf),
+    File(Box<FileSpill>),
+}
+
+/// A spill file being written.
+pub(crate) struct FileSpill {
+    writer: FileWriter<File>,
+    path: PathBuf,
+    /// Batches not written yet, gathered until they hold `held` bytes.
+    pending: Vec<RecordBatch>,
+    pending_bytes: usize,
+    /// 0: every batch written as it comes.
+    held: usize,
 }
 
 impl SpillWriter {
@@ -115,15 +190,34 @@ impl SpillWriter {
             .map_err(Error::arrow(Stage::Baseline))?;
         let writer = FileWriter::try_new_with_options(file, schema, options)
             .map_err(Error::arrow(Stage::Baseline))?;
-        Ok(SpillWriter::File(Box::new(writer), path.to_path_buf()))
+        Ok(SpillWriter::File(Box::new(FileSpill {
+            writer,
+            path: path.to_path_buf(),
+            pending: Vec::new(),
+            pending_bytes: 0,
+            held: 0,
+        })))
+    }
+
+    /// The same writer, gathering batches into batches of about `held`
+    /// bytes before it writes them (in memory: no change).
+    fn gathering(mut self, held: usize) -> SpillWriter {
+        if let SpillWriter::File(file) = &mut self {
+            file.held = held;
+        }
+        self
     }
 
     /// Adds `batch`.
     pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         match self {
             SpillWriter::Memory(batches) => batches.push(batch.clone()),
-            SpillWriter::File(writer, _) => {
-                writer.write(batch).map_err(Error::arrow(Stage::Baseline))?;
+            SpillWriter::File(file) => {
+                file.pending_bytes += batch.get_array_memory_size();
+                file.pending.push(batch.clone());
+                if file.pending_bytes >= file.held {
+                    file.flush()?;
+                }
             }
         }
         Ok(())
@@ -133,11 +227,31 @@ impl SpillWriter {
     pub(crate) fn finish(self) -> Result<Spill> {
         match self {
             SpillWriter::Memory(batches) => Ok(Spill::Memory(batches)),
-            SpillWriter::File(mut writer, path) => {
-                writer.finish().map_err(Error::arrow(Stage::Baseline))?;
-                Ok(Spill::File(path))
+            SpillWriter::File(mut file) => {
+                file.flush()?;
+                file.writer
+                    .finish()
+                    .map_err(Error::arrow(Stage::Baseline))?;
+                Ok(Spill::File(file.path))
             }
         }
+    }
+}
+
+impl FileSpill {
+    /// Writes the pending batches as one.
+    fn flush(&mut self) -> Result<()> {
+        let batch = match self.pending.as_slice() {
+            [] => return Ok(()),
+            [one] => one.clone(),
+            many => arrow::compute::concat_batches(&many[0].schema(), many)
+                .map_err(Error::arrow(Stage::Baseline))?,
+        };
+        self.pending.clear();
+        self.pending_bytes = 0;
+        self.writer
+            .write(&batch)
+            .map_err(Error::arrow(Stage::Baseline))
     }
 }
 
@@ -191,7 +305,7 @@ impl Spill {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, Int64Array};
+    use arrow::array::{Int64Array, StringArray};
 
     use super::*;
 
@@ -217,6 +331,47 @@ mod tests {
             let none = dir.keep((None, "c"), Vec::new()).unwrap();
             assert!(none.read().unwrap().is_empty());
         }
+    }
+
+    #[test]
+    fn bucket_writers_gather_small_pieces_into_larger_batches() {
+        let piece = |p: i64| {
+            let keys = StringArray::from(vec![format!("entity-{p}"); 10]);
+            RecordBatch::try_from_iter([
+                ("key", Arc::new(keys) as ArrayRef),
+                ("v", Arc::new(Int64Array::from(vec![p; 10])) as ArrayRef),
+            ])
+            .unwrap()
+        };
+        let pieces: Vec<RecordBatch> = (0..1000).map(piece).collect();
+        let schema = pieces[0].schema();
+        let dir = SpillDir::new(true, None).unwrap();
+        let buckets = Buckets::new(2);
+        let mut writers = dir.bucket_writers((None, "b"), &buckets, &schema).unwrap();
+        for piece in &pieces {
+            let keys = [piece.column(0).clone()];
+            writers.add(piece, &keys, Stage::Read).unwrap();
+        }
+        let mut back = Vec::new();
+        for spill in writers.finish().unwrap() {
+            let batches = spill.read().unwrap();
+            // 500-odd pieces of 10 rows each: a handful of batches, not hundreds.
+            assert!(batches.len() < 10, "{} batches", batches.len());
+            back.extend(batches);
+        }
+        let rows = |batches: &[RecordBatch]| {
+            let whole = arrow::compute::concat_batches(&schema, batches).unwrap();
+            let mut values: Vec<i64> = whole
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec();
+            values.sort_unstable();
+            values
+        };
+        assert_eq!(rows(&back), rows(&pieces));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::background::Background;
 use super::baseline::{Bucket, CommittedMonth, Missing, MonthKeeper, ReadColumns, SpilledHistory};
 use super::claim::Claim;
 use super::context::Context;
+use super::evaluate::aggregate::{DropMetricRows, Rows};
 use super::evaluate::committed::CommittedPeriods;
 use super::evaluate::reference::KnownKeys;
 use super::evaluate::{OutcomeCounts, RuleOutcome, Verdicts};
@@ -276,7 +277,7 @@ struct FirstPass {
     /// Every bucket's outcomes, counted.
     counts: OutcomeCounts,
     /// Every bucket's metric rows, when aggregate rules are measured.
-    metric_rows: Option<SpilledTable>,
+    metric_rows: Option<DropMetricRows>,
     /// The committed periods the drop's periods are compared with.
     committed: Option<CommittedPeriods>,
 }
@@ -324,6 +325,7 @@ async fn first_pass(
                 missing: recorded.as_ref().map(|r| r.by_period.clone()),
                 memory: context.memory.clone(),
                 carried: carried.clone(),
+                parts: (buckets.clone(), plan.resources.scratch_dir.clone()),
             },
         )
     };
@@ -355,6 +357,7 @@ async fn first_pass(
         committed: None,
     };
     let (mut metric_spills, mut metric_schema) = (Vec::new(), None);
+    let mut entity_counts: Option<Rows> = None;
     let mut missing = Vec::new();
     for index in 0..buckets.count() {
         let bucket = Bucket {
@@ -397,9 +400,16 @@ async fn first_pass(
         let outcomes =
             evaluate::bucket_outcomes(baselined, rules, plan, (known_keys, measure)).await?;
         let name = format!("bucket-{index}");
-        if let Some((schema, rows)) = outcomes.metric_rows {
+        if let Some(metrics) = outcomes.metrics {
+            let (schema, rows) = metrics.rows;
             metric_schema = Some(schema);
             metric_spills.push(spill.keep((metric_folder.as_deref(), &name), rows)?);
+            if let Some((schema, counts)) = metrics.entity_counts {
+                entity_counts
+                    .get_or_insert_with(|| (schema, Vec::new()))
+                    .1
+                    .extend(counts);
+            }
         }
         firsts.counts.count(&outcomes.rows)?;
         firsts
@@ -407,10 +417,13 @@ async fn first_pass(
             .push(spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?);
         laps.lap(summary, Stage::Evaluate);
     }
-    firsts.metric_rows = metric_schema.map(|schema| SpilledTable {
-        schema,
-        spills: metric_spills,
-        folder: metric_folder,
+    firsts.metric_rows = metric_schema.map(|schema| DropMetricRows {
+        rows: SpilledTable {
+            schema,
+            spills: metric_spills,
+            folder: metric_folder,
+        },
+        entity_counts,
     });
     let missing = Missing::merge(missing)?;
     summary.missing_entities = missing.as_ref().map(MissingEntities::of);

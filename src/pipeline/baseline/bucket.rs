@@ -115,12 +115,9 @@ impl<'a> SpilledHistory<'a> {
     ) -> Result<SpreadRange> {
         let schema = stream.schema();
         let folder = self.dir.folder(&format!("history-{start}-{end}"))?;
-        let mut writers = (0..self.buckets.count())
-            .map(|b| {
-                self.dir
-                    .writer((folder.as_deref(), &format!("bucket-{b}")), &schema)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let mut writers =
+            self.dir
+                .bucket_writers((folder.as_deref(), "bucket"), self.buckets, &schema)?;
         let mut periods = BTreeSet::new();
         while let Some(batch) = stream
             .try_next()
@@ -129,21 +126,9 @@ impl<'a> SpilledHistory<'a> {
         {
             periods.extend(month_starts(contract, &batch)?);
             let keys = key_columns(contract, &batch)?;
-            for (b, rows) in self
-                .buckets
-                .split(&batch, &keys, Stage::Baseline)?
-                .iter()
-                .enumerate()
-            {
-                if rows.num_rows() > 0 {
-                    writers[b].write(rows)?;
-                }
-            }
+            writers.add(&batch, &keys, Stage::Baseline)?;
         }
-        let spills = writers
-            .into_iter()
-            .map(|w| w.finish())
-            .collect::<Result<_>>()?;
+        let spills = writers.finish()?;
         Ok(SpreadRange { spills, periods })
     }
 }

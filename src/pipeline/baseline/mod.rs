@@ -376,7 +376,8 @@ fn project(batch: &RecordBatch, names: &BTreeSet<String>) -> Result<RecordBatch>
         .map_err(Error::arrow(Stage::Baseline))
 }
 
-fn key_columns(contract: &Contract, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+/// The entity key columns of `batch`.
+pub(crate) fn key_columns(contract: &Contract, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     contract
         .entity_key
         .iter()

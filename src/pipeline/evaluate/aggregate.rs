@@ -87,25 +87,65 @@ impl PeriodOutcomes {
     }
 }
 
-/// The columns the metrics read and the period of `baselined`'s rows (one
-/// bucket's), kept until every bucket is baselined.
-pub async fn metric_rows(
-    baselined: &Baselined,
-    metrics: &[Metric],
-) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-    let rows = baselined
-        .ctx
-        .sql(&drop_rows_sql(metrics))
-        .await
-        .map_err(Error::query(Stage::Aggregate))?;
-    collect(rows, Stage::Aggregate).await
+/// Rows of one schema, in memory.
+pub type Rows = (SchemaRef, Vec<RecordBatch>);
+
+/// One bucket's share of the drop's metrics.
+pub struct BucketMetrics {
+    /// The columns the metrics read and the period of every row, kept until
+    /// every bucket is baselined.
+    pub rows: Rows,
+    /// What the bucket counts, per period, of each metric that counts
+    /// entities (`None`: no metric does): the drop's count is the sum over
+    /// its buckets, each bucket's distinct values counted while the bucket
+    /// is in memory instead of over every row of the drop at the end.
+    pub entity_counts: Option<Rows>,
+}
+
+/// The metric rows of `baselined`'s rows (one bucket's) and its counts of
+/// the metrics that count entities.
+pub async fn bucket_metrics(baselined: &Baselined, metrics: &[Metric]) -> Result<BucketMetrics> {
+    let query = |sql: String| async move {
+        let frame = baselined
+            .ctx
+            .sql(&sql)
+            .await
+            .map_err(Error::query(Stage::Aggregate))?;
+        collect(frame, Stage::Aggregate).await
+    };
+    let rows = query(drop_rows_sql(metrics)).await?;
+    let counting: Vec<Metric> = metrics
+        .iter()
+        .filter(|m| m.counts_entities)
+        .cloned()
+        .collect();
+    let entity_counts = match counting.is_empty() {
+        true => None,
+        false => {
+            let bucket_rows = format!("({}) AS bucket_rows", drop_rows_sql(metrics));
+            Some(query(metrics_by_period_sql(&counting, &bucket_rows, None)).await?)
+        }
+    };
+    Ok(BucketMetrics {
+        rows,
+        entity_counts,
+    })
+}
+
+/// The metric rows of every bucket, spilled, and their counts of the
+/// metrics that count entities.
+pub(crate) struct DropMetricRows {
+    /// The buckets' metric rows.
+    pub(crate) rows: SpilledTable,
+    /// Every bucket's counts (see [`BucketMetrics::entity_counts`]).
+    pub(crate) entity_counts: Option<Rows>,
 }
 
 /// Computes the drop's periods' metrics and evaluates `rules` (all of
 /// aggregate scope) for every period of the drop, against the committed
 /// periods; `missing`: the entities the drop leaves out, counted per period.
 pub(crate) async fn evaluate_aggregates(
-    rows: Option<SpilledTable>,
+    rows: Option<DropMetricRows>,
     (metrics, missing): (&[Metric], Option<&Missing>),
     rules: &[&Rule],
     (average_periods, committed): (u32, Option<CommittedPeriods>),
@@ -117,18 +157,26 @@ pub(crate) async fn evaluate_aggregates(
         return Ok(PeriodOutcomes::default());
     };
     let ctx = &new_session(memory);
-    register_metric_rows(ctx, rows, missing).await?;
+    register_metric_rows(ctx, rows.rows, missing).await?;
+    let parts = match rows.entity_counts {
+        Some(counts) => {
+            register_table(ctx, ENTITY_COUNTS, counts, Stage::Aggregate)?;
+            Some(ENTITY_COUNTS)
+        }
+        None => None,
+    };
     register_table(
         ctx,
         "committed_periods",
         (committed.schema, committed.batches),
         Stage::Aggregate,
     )?;
-    let sql = periods_sql(metrics, rules, average_periods);
+    let sql = periods_sql(metrics, rules, (average_periods, parts));
     let batches = match collect_sql(ctx, &sql).await {
         Ok(batches) => batches,
         Err(source) => {
-            return Err(blame_aggregate(ctx, (metrics, rules), average_periods, source).await);
+            let measured = (average_periods, parts);
+            return Err(blame_aggregate(ctx, (metrics, rules), measured, source).await);
         }
     };
     let mut outcomes = PeriodOutcomes::default();
@@ -138,6 +186,9 @@ pub(crate) async fn evaluate_aggregates(
     outcomes.reports.sort_by(|a, b| a.period.cmp(&b.period));
     Ok(outcomes)
 }
+
+/// The table of the buckets' counts of the metrics that count entities.
+const ENTITY_COUNTS: &str = "entity_counts";
 
 /// Each row's count of the entities its period (`p`) leaves out.
 fn missing_counts_sql(missing: &Missing) -> String {
@@ -192,15 +243,15 @@ async fn collect_sql(
 async fn blame_aggregate(
     ctx: &datafusion::prelude::SessionContext,
     (metrics, rules): (&[Metric], &[&Rule]),
-    average_periods: u32,
+    (average_periods, parts): (u32, Option<&str>),
     together: datafusion::error::DataFusionError,
 ) -> Error {
     let metric_alone = metrics.iter().map(|m| {
-        let sql = metrics_by_period_sql(std::slice::from_ref(m), "aggregate_rows");
+        let sql = metrics_by_period_sql(std::slice::from_ref(m), "aggregate_rows", parts);
         (format!("metric '{}'", m.name), sql)
     });
     let rule_alone = rules.iter().map(|r| {
-        let sql = periods_sql(metrics, std::slice::from_ref(r), average_periods);
+        let sql = periods_sql(metrics, std::slice::from_ref(r), (average_periods, parts));
         (format!("rule '{}'", r.name), sql)
     });
     for (subject, sql) in metric_alone.chain(rule_alone) {
@@ -221,9 +272,14 @@ fn drop_rows_sql(metrics: &[Metric]) -> String {
     )
 }
 
-/// The drop's periods' metrics next to the committed periods', compared with
+/// The drop's periods' metrics (those that count entities summed from the
+/// buckets' counts in `parts`) next to the committed periods', compared with
 /// the previous periods, and the rules' outcomes for the drop's periods.
-fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> String {
+fn periods_sql(
+    metrics: &[Metric],
+    rules: &[&Rule],
+    (average_periods, parts): (u32, Option<&str>),
+) -> String {
     let windows: Vec<String> = metrics
         .iter()
         .flat_map(|m| {
@@ -267,7 +323,7 @@ fn periods_sql(metrics: &[Metric], rules: &[&Rule], average_periods: u32) -> Str
            UNION ALL SELECT *, FALSE AS in_batch FROM committed_periods), \
          compared AS (SELECT *, {windows}, LAG(p) OVER (ORDER BY p) IS NOT NULL AS has_previous FROM periods) \
          SELECT p AS {period_name}, {selected} FROM compared WHERE in_batch",
-        drop_periods = metrics_by_period_sql(metrics, "aggregate_rows"),
+        drop_periods = metrics_by_period_sql(metrics, "aggregate_rows", parts),
         windows = windows.join(", "),
         period_name = quote(PERIOD),
         selected = selected.join(", "),

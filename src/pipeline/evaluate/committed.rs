@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Date32Array, Float64Array};
@@ -19,7 +20,9 @@ use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Months, NaiveDate};
+use datafusion::execution::disk_manager::RefCountedTempFile;
 use datafusion::prelude::SessionContext;
+use futures::TryStreamExt;
 use iceberg::table::Table;
 
 use super::metrics::{committed_metric_columns, committed_metrics, metrics_by_period_sql};
@@ -28,12 +31,16 @@ use crate::config::contract::Contract;
 use crate::config::rules::{MISSING_ENTITIES_METRIC, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
-use crate::core::sql::{QueryMemory, new_session};
+use crate::core::keys::Buckets;
+use crate::core::spill::{SpillDir, SpilledTable};
+use crate::core::sql::{QueryMemory, collect, new_session, register_spilled, register_table};
 use crate::core::sql::{quote, register_frame_on_disk, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
-use crate::pipeline::baseline::{CommittedMonth, files_holding, register_history_source};
+use crate::pipeline::baseline::{
+    CommittedMonth, files_holding, key_columns, register_history_source,
+};
 use crate::stage::Stage;
 
 /// Each committed period's metrics (one row per period: the period, then
@@ -61,6 +68,10 @@ pub struct CommittedSources<'a> {
     pub(crate) memory: QueryMemory,
     /// The month the run before committed, measured in place of Silver's.
     pub carried: Option<Arc<CommittedMonth>>,
+    /// The drop's buckets and the scratch folder: a month of a drop judged
+    /// in buckets is split as many ways by entity, in spill files there,
+    /// and the metrics that count entities are counted a part at a time.
+    pub(crate) parts: (Buckets, Option<PathBuf>),
 }
 
 /// Starts computing, in the background, the committed periods the drop's
@@ -86,12 +97,18 @@ pub fn start_committed_periods(
     let memory = sources.memory;
     let missing = sources.missing;
     let carried = sources.carried;
+    let parts = sources.parts;
     Ok(Some(Background::spawn(
         "measuring the committed periods",
         async move {
             let silver = (&silver, carried.as_deref());
+            let measuring = Measuring {
+                contract: &contract,
+                memory: &memory,
+                parts: (&parts.0, parts.1.as_deref()),
+            };
             let mut periods = months
-                .compute((&contract, &memory), silver, (&dq_error, keep))
+                .compute(&measuring, silver, (&dq_error, keep))
                 .await?;
             if let Some(counts) = missing {
                 periods.batches = periods
@@ -111,39 +128,83 @@ struct ComparedMonths {
     months: Vec<(NaiveDate, NaiveDate)>,
     /// The columns metrics read, quoted, each followed by a comma.
     metric_columns: String,
+    /// The same and the entity key's.
+    keyed_columns: String,
     /// The contributor and order columns, quoted.
     contributor_column: String,
     order_column: String,
     /// The first day of the window (its empty range gives the metrics'
     /// schema when there is no month).
     from: NaiveDate,
-    /// The metrics of the rows registered as `committed_rows`.
+    /// The metrics of the rows registered as `committed_rows` (and the
+    /// address of a kept month).
     by_period: String,
+    /// The same, those that count entities summed from `committed_counts`;
+    /// `None` when no metric counts entities.
+    by_period_in_parts: Option<String>,
+    /// The metrics that count entities, of the rows registered as `committed_part`.
+    counting: String,
 }
+
+/// What measuring a month needs beside the month.
+struct Measuring<'a> {
+    contract: &'a Contract,
+    memory: &'a QueryMemory,
+    /// The buckets a month's rows are split into, and the scratch folder.
+    parts: (&'a Buckets, Option<&'a Path>),
+}
+
+/// The tables of a month measured in parts.
+const COMMITTED_PART: &str = "committed_part";
+const COMMITTED_COUNTS: &str = "committed_counts";
 
 impl ComparedMonths {
     fn new(plan: &Plan, contributor: &str, window: (NaiveDate, NaiveDate)) -> ComparedMonths {
+        let measured = committed_metrics(&plan.metrics);
+        let counting: Vec<_> = measured
+            .iter()
+            .filter(|m| m.counts_entities)
+            .cloned()
+            .collect();
         ComparedMonths {
             contributor: contributor.to_string(),
             months: months_of(window),
-            metric_columns: committed_metric_columns(&plan.metrics),
+            metric_columns: committed_metric_columns(&plan.metrics, &[]),
+            keyed_columns: committed_metric_columns(&plan.metrics, &plan.contract.entity_key),
             contributor_column: quote(&plan.contract.contributor_column),
             order_column: quote(&plan.contract.order_column),
             from: window.0,
-            by_period: metrics_by_period_sql(&committed_metrics(&plan.metrics), "committed_rows"),
+            by_period: metrics_by_period_sql(&measured, "committed_rows", None),
+            by_period_in_parts: (!counting.is_empty()).then(|| {
+                metrics_by_period_sql(&measured, "committed_rows", Some(COMMITTED_COUNTS))
+            }),
+            counting: metrics_by_period_sql(&counting, COMMITTED_PART, None),
         }
     }
 
     /// This contributor's committed rows of the month `[start, end)` in
     /// `table`, with their period: only the columns the metrics read (a
     /// kept month's address holds this query of `silver`).
-    fn rows_sql(&self, (start, end): (NaiveDate, NaiveDate), table: &str) -> String {
+    fn rows_sql(&self, month: (NaiveDate, NaiveDate), table: &str) -> String {
+        self.select_sql(&self.metric_columns, month, table)
+    }
+
+    /// The same rows with the entity key too, to split them by entity.
+    fn keyed_rows_sql(&self, month: (NaiveDate, NaiveDate), table: &str) -> String {
+        self.select_sql(&self.keyed_columns, month, table)
+    }
+
+    fn select_sql(
+        &self,
+        columns: &str,
+        (start, end): (NaiveDate, NaiveDate),
+        table: &str,
+    ) -> String {
         let order = &self.order_column;
         format!(
             "SELECT {columns}DATE '{start}' AS p FROM {table} \
              WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
                AND {order} < DATE '{end}'",
-            columns = self.metric_columns,
             contributor_column = self.contributor_column,
             contributor = sql_string(&self.contributor),
         )
@@ -154,11 +215,12 @@ impl ComparedMonths {
     /// it covers them, else from Silver.
     async fn compute(
         &self,
-        (contract, memory): (&Contract, &QueryMemory),
+        measuring: &Measuring<'_>,
         (silver, carried): (&Table, Option<&CommittedMonth>),
         (dq_error, keep): (&Location, bool),
     ) -> Result<CommittedPeriods> {
-        let ctx = new_session(memory);
+        let contract = measuring.contract;
+        let ctx = new_session(measuring.memory);
         register_history_source(&ctx, contract, silver, carried).await?;
         let mut batches = Vec::with_capacity(self.months.len());
         for month in &self.months {
@@ -170,7 +232,13 @@ impl ComparedMonths {
                 continue;
             }
             let table = CommittedMonth::table_for(carried, *month);
-            let batch = self.measure(&ctx, &self.rows_sql(*month, table)).await?;
+            let in_parts = (self.by_period_in_parts.is_some() && measuring.parts.0.count() > 1)
+                .then_some(measuring);
+            let rows_sql = match in_parts {
+                Some(_) => self.keyed_rows_sql(*month, table),
+                None => self.rows_sql(*month, table),
+            };
+            let batch = self.measure(&ctx, &rows_sql, in_parts).await?;
             if keep {
                 keep_measured(dq_error, &kept, &batch).await;
             }
@@ -183,16 +251,35 @@ impl ComparedMonths {
         Ok(CommittedPeriods { schema, batches })
     }
 
-    /// One month's metrics, measured by `rows_sql` (from Silver or a kept month).
-    async fn measure(&self, ctx: &SessionContext, rows_sql: &str) -> Result<RecordBatch> {
+    /// One month's metrics, measured by `rows_sql` (from Silver or a kept
+    /// month): with `in_parts` (and the entity key among the rows), split
+    /// by entity, the metrics that count entities counted a part at a time.
+    async fn measure(
+        &self,
+        ctx: &SessionContext,
+        rows_sql: &str,
+        in_parts: Option<&Measuring<'_>>,
+    ) -> Result<RecordBatch> {
         let rows = ctx
             .sql(rows_sql)
             .await
             .map_err(Error::query(Stage::Aggregate))?;
-        let _rows_file =
-            register_frame_on_disk(ctx, "committed_rows", rows, Stage::Aggregate).await?;
+        // The month's rows: held until its metrics are measured.
+        let _rows_held: (Option<RefCountedTempFile>, Option<SpillDir>);
+        let by_period = match (&self.by_period_in_parts, in_parts) {
+            (Some(by_period), Some(measuring)) => {
+                _rows_held = (None, Some(self.count_in_parts(ctx, rows, measuring).await?));
+                by_period
+            }
+            _ => {
+                let file =
+                    register_frame_on_disk(ctx, "committed_rows", rows, Stage::Aggregate).await?;
+                _rows_held = (Some(file), None);
+                &self.by_period
+            }
+        };
         let frame = ctx
-            .sql(&self.by_period)
+            .sql(by_period)
             .await
             .map_err(Error::query(Stage::Aggregate))?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
@@ -202,10 +289,62 @@ impl ComparedMonths {
         arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Aggregate))
     }
 
+    /// Splits a month's `rows` by entity into spill files, registers them
+    /// as `committed_rows` and each part's counts of the metrics that count
+    /// entities as `committed_counts`; the spill folder must outlive the
+    /// queries of the month.
+    async fn count_in_parts(
+        &self,
+        ctx: &SessionContext,
+        rows: datafusion::prelude::DataFrame,
+        measuring: &Measuring<'_>,
+    ) -> Result<SpillDir> {
+        let (buckets, scratch) = measuring.parts;
+        let dir = SpillDir::new(true, scratch)?;
+        let folder = dir.folder("committed-month")?;
+        let schema = Arc::new(rows.schema().as_arrow().clone());
+        let mut writers = dir.bucket_writers((folder.as_deref(), "part"), buckets, &schema)?;
+        let mut stream = rows
+            .execute_stream()
+            .await
+            .map_err(Error::query(Stage::Aggregate))?;
+        while let Some(batch) = stream
+            .try_next()
+            .await
+            .map_err(Error::query(Stage::Aggregate))?
+        {
+            let keys = key_columns(measuring.contract, &batch)?;
+            writers.add(&batch, &keys, Stage::Aggregate)?;
+        }
+        let spills = writers.finish()?;
+        let (mut counted, mut counts) = (None, Vec::new());
+        for spill in &spills {
+            let part = (schema.clone(), spill.read()?);
+            register_table(ctx, COMMITTED_PART, part, Stage::Aggregate)?;
+            let frame = ctx
+                .sql(&self.counting)
+                .await
+                .map_err(Error::query(Stage::Aggregate))?;
+            let (part_schema, batches) = collect(frame, Stage::Aggregate).await?;
+            counted = Some(part_schema);
+            counts.extend(batches);
+        }
+        let counted = counted
+            .ok_or_else(|| Error::Internal("committed periods: a month in no part".into()))?;
+        register_table(ctx, COMMITTED_COUNTS, (counted, counts), Stage::Aggregate)?;
+        let rows = SpilledTable {
+            schema,
+            spills,
+            folder,
+        };
+        register_spilled(ctx, "committed_rows", rows, Stage::Aggregate).await?;
+        Ok(dir)
+    }
+
     /// The schema of a month's metrics, when there is no month to measure.
     async fn measured_schema(&self, ctx: &SessionContext) -> Result<SchemaRef> {
         let no_rows = self.rows_sql((self.from, self.from), "silver");
-        Ok(self.measure(ctx, &no_rows).await?.schema())
+        Ok(self.measure(ctx, &no_rows, None).await?.schema())
     }
 
     /// Where a month's metrics are kept: addressed by the queries and the files.

@@ -25,13 +25,14 @@ pub fn drop_metric_columns(metrics: &[Metric]) -> String {
 }
 
 /// The columns the metrics measured on committed periods read from Silver,
-/// quoted, each followed by a comma.
-pub fn committed_metric_columns(metrics: &[Metric]) -> String {
+/// and the `also` columns, quoted, each followed by a comma.
+pub fn committed_metric_columns(metrics: &[Metric], also: &[String]) -> String {
     selected(
         metrics
             .iter()
             .filter(|m| m.from_silver())
-            .flat_map(|m| m.columns.iter().cloned()),
+            .flat_map(|m| m.columns.iter().cloned())
+            .chain(also.iter().cloned()),
     )
 }
 
@@ -51,6 +52,7 @@ pub fn committed_metrics(metrics: &[Metric]) -> Vec<Metric> {
                 expression: "CAST(NULL AS DOUBLE)".to_string(),
                 columns: BTreeSet::new(),
                 prev_columns: BTreeSet::new(),
+                counts_entities: false,
                 ..m.clone()
             },
             true => m.clone(),
@@ -60,17 +62,25 @@ pub fn committed_metrics(metrics: &[Metric]) -> Vec<Metric> {
 
 /// Each period's metrics over the rows of `table` (one aggregation per
 /// metric, joined on the period: a metric counting distinct values is then
-/// planned as a plain GROUP BY, far cheaper than a distinct accumulator).
-pub fn metrics_by_period_sql(metrics: &[Metric], table: &str) -> String {
+/// planned as a plain GROUP BY, far cheaper than a distinct accumulator);
+/// with `parts` (a table of the period and each metric that counts
+/// entities, one row per part of the rows split by entity), those metrics
+/// are the sums of their parts' counts.
+pub fn metrics_by_period_sql(metrics: &[Metric], table: &str, parts: Option<&str>) -> String {
     let metric_tables: String = metrics
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            format!(
-                ", metric_{i} AS (SELECT p, CAST({} AS DOUBLE) AS {} FROM {table} GROUP BY p)",
-                m.expression,
-                quote(&m.name)
-            )
+            let name = quote(&m.name);
+            match parts.filter(|_| m.counts_entities) {
+                Some(parts) => format!(
+                    ", metric_{i} AS (SELECT p, CAST(sum({name}) AS DOUBLE) AS {name} FROM {parts} GROUP BY p)"
+                ),
+                None => format!(
+                    ", metric_{i} AS (SELECT p, CAST({} AS DOUBLE) AS {name} FROM {table} GROUP BY p)",
+                    m.expression
+                ),
+            }
         })
         .collect();
     let metric_columns: String = metrics

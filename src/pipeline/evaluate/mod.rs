@@ -29,7 +29,7 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, Date32Array, Int8Array, ListBuilder,
     StringBuilder, StructBuilder, UInt8Builder, UInt32Array,
 };
-use arrow::datatypes::{DataType, Field, Fields, SchemaRef};
+use arrow::datatypes::{DataType, Field, Fields};
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
@@ -127,9 +127,8 @@ pub struct BucketOutcomes {
     /// `_row`, `_has_baseline` and `_period`, then one outcome column per
     /// row or reference rule, in rule order, in no particular row order.
     pub rows: Vec<RecordBatch>,
-    /// The columns the metrics read and the period of every row, when
-    /// aggregate rules are measured.
-    pub metric_rows: Option<(SchemaRef, Vec<RecordBatch>)>,
+    /// The bucket's share of the metrics, when aggregate rules are measured.
+    pub metrics: Option<aggregate::BucketMetrics>,
 }
 
 /// The verdicts of a drop's rows, bucket after bucket, once every bucket's
@@ -175,8 +174,8 @@ pub async fn bucket_outcomes(
     let clock = std::time::Instant::now();
     let baselined = reference::flag_references(baselined, known).await?;
     tracing::debug!(ms = clock.elapsed().as_millis() as u64, "references joined");
-    let metric_rows = match measure {
-        true => Some(aggregate::metric_rows(&baselined, &plan.metrics).await?),
+    let metrics = match measure {
+        true => Some(aggregate::bucket_metrics(&baselined, &plan.metrics).await?),
         false => None,
     };
     let rows = row_outcomes(baselined, rules, &plan.contract).await?;
@@ -184,7 +183,7 @@ pub async fn bucket_outcomes(
         ms = clock.elapsed().as_millis() as u64,
         "row rules evaluated"
     );
-    Ok(BucketOutcomes { rows, metric_rows })
+    Ok(BucketOutcomes { rows, metrics })
 }
 
 /// A bucket's drop `rows` with their `outcomes` (a [`BucketOutcomes`]'

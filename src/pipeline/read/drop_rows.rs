@@ -17,7 +17,7 @@ use super::ParseReject;
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
-use crate::core::spill::{Spill, SpillDir, SpillWriter};
+use crate::core::spill::{BucketWriters, Spill, SpillDir, SpillWriter};
 use crate::error::{Error, Result};
 use crate::pipeline::summary::ColumnNulls;
 use crate::stage::Stage;
@@ -53,7 +53,7 @@ enum Held {
 pub struct DropRowsWriter {
     buckets: Buckets,
     dir: SpillDir,
-    writers: Vec<SpillWriter>,
+    writers: BucketWriters,
     schema: SchemaRef,
     /// Positions of the key columns, the order column and the declared ones.
     keys: Vec<usize>,
@@ -88,9 +88,7 @@ impl DropRows {
         let order = at(&contract.order_column)?;
         let mut declared = keys.clone();
         declared.push(order);
-        let writers = (0..buckets.count())
-            .map(|b| dir.writer((None, &format!("drop-{b}")), &schema))
-            .collect::<Result<_>>()?;
+        let writers = dir.bucket_writers((None, "drop"), &buckets, &schema)?;
         let rejects = dir.writer((None, "rejects"), &reject_schema())?;
         Ok(DropRowsWriter {
             rejects,
@@ -194,13 +192,7 @@ impl DropRowsWriter {
             }
         }
         let keys: Vec<ArrayRef> = self.keys.iter().map(|k| rows.column(*k).clone()).collect();
-        let parts = self.buckets.split(rows, &keys, Stage::Read)?;
-        for (writer, part) in self.writers.iter_mut().zip(&parts) {
-            if part.num_rows() > 0 {
-                writer.write(part)?;
-            }
-        }
-        Ok(())
+        self.writers.add(rows, &keys, Stage::Read)
     }
 
     /// Adds records that could not be parsed: one chunk's, whose lines
@@ -217,11 +209,7 @@ impl DropRowsWriter {
 
     /// The rows read, by bucket.
     pub fn finish(self) -> Result<DropRows> {
-        let spills = self
-            .writers
-            .into_iter()
-            .map(SpillWriter::finish)
-            .collect::<Result<Vec<_>>>()?;
+        let spills = self.writers.finish()?;
         let held = match self.buckets.count() {
             1 => {
                 let parts = spills.first().map(Spill::read).transpose()?;

@@ -193,7 +193,8 @@ pub fn read_drop_in_buckets(
     let scratch = budget.scratch_dir.as_deref();
     let files = as_parsed(files, scratch)?;
     let rows = files.iter().map(estimated_rows).sum();
-    let buckets = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows));
+    let buckets = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows))
+        .hashing(contract.bucket_key_parts());
     if buckets.count() > 1 {
         tracing::info!(
             buckets = buckets.count(),
