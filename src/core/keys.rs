@@ -651,4 +651,27 @@ mod tests {
         assert_eq!(Buckets::for_rows(1_000_000, (1 << 30, None)).count(), 1);
         assert_eq!(Buckets::for_rows(3_000_000, (1 << 30, None)).count(), 12);
     }
+
+    #[test]
+    fn buckets_hashing_some_key_parts_put_rows_that_share_them_together() {
+        let buckets = Buckets::new(7).hashing(vec![1]);
+        // One account under two contributors, and a thousand accounts.
+        let contributors: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(["A", "B"])),
+            Arc::new(StringArray::from_iter_values(["acc-1", "acc-1"])),
+        ];
+        let of_shared = buckets.of_rows(&contributors, Stage::Read).unwrap();
+        assert_eq!(of_shared[0], of_shared[1]);
+        let accounts: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values((0..1000).map(|_| "A"))),
+            Arc::new(StringArray::from_iter_values(
+                (0..1000).map(|i| format!("acc-{i}")),
+            )),
+        ];
+        let of_accounts = buckets.of_rows(&accounts, Stage::Read).unwrap();
+        assert!((0..7).all(|b| of_accounts.contains(&b)), "{of_accounts:?}");
+        // A caller that gives fewer key columns than the parts hashed.
+        let error = buckets.of_rows(&accounts[..1], Stage::Read).unwrap_err();
+        assert!(error.to_string().contains("key part 1"), "{error}");
+    }
 }
