@@ -29,8 +29,10 @@ pub(crate) const SPILL_EXTENSION: &str = ".arrow";
 /// pieces are gathered into batches of up to [`MAX_HELD`] bytes.
 const BUCKETS_HELD: usize = 32 * 1024 * 1024;
 
-/// The most (and, for many buckets, the least) one bucket's writer holds.
+/// The most one bucket's writer holds.
 const MAX_HELD: usize = 1024 * 1024;
+/// The least one bucket's writer holds, however many buckets there are
+/// (256 buckets at most: 16 MiB together).
 const MIN_HELD: usize = 64 * 1024;
 
 /// The run's spill folder: none when everything stays in memory.
