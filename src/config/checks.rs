@@ -590,11 +590,12 @@ fn add_completeness_metric(
     metrics.push(completeness.metric());
 }
 
-/// The checked metric: the contract columns it reads, now and before.
+/// The checked metric: the contract columns it reads, now and before, and
+/// whether it counts entities of the `bucket_key` columns.
 fn metric_reading(
     metric: &MetricConfig,
     expr: &datafusion::prelude::Expr,
-    entity_key: &[String],
+    bucket_key: &[String],
 ) -> Metric {
     let (prev, now): (BTreeSet<String>, BTreeSet<String>) = expr
         .column_refs()
@@ -609,7 +610,7 @@ fn metric_reading(
             .iter()
             .filter_map(|name| name.strip_prefix(PREV_PREFIX).map(str::to_string))
             .collect(),
-        counts_entities: counts_entities(expr, entity_key),
+        counts_entities: counts_entities(expr, bucket_key),
     }
 }
 
