@@ -351,9 +351,8 @@ impl Buckets {
         Buckets::new(usize::try_from(count).unwrap_or(1))
     }
 
-    /// The most buckets: each has a spill file open while the drop is read,
-    /// and while a month of history is spread beside a committed month
-    /// split into parts (512 files at most), within the usual limit of 1024
+    /// The most buckets: each has a spill file open while the drop is read
+    /// (and one per month of history spread), within the usual limit of
     /// open files; past it buckets grow beyond their budget.
     const MOST: u64 = 256;
 

@@ -23,6 +23,18 @@ use crate::stage::Stage;
 /// The extension of spill files (as DataFusion lists Arrow files).
 pub(crate) const SPILL_EXTENSION: &str = ".arrow";
 
+/// What the writers of one set of buckets hold between them before they
+/// write: a bucket's share of a chunk is a few hundred rows, and every
+/// batch written costs an IPC message and an LZ4 frame per buffer, so
+/// pieces are gathered into batches of up to [`MAX_HELD`] bytes.
+const BUCKETS_HELD: usize = 32 * 1024 * 1024;
+
+/// The most one bucket's writer holds.
+const MAX_HELD: usize = 1024 * 1024;
+/// The least one bucket's writer holds, however many buckets there are
+/// (256 buckets at most: 16 MiB together).
+const MIN_HELD: usize = 64 * 1024;
+
 /// The run's spill folder: none when everything stays in memory.
 #[derive(Debug)]
 pub(crate) struct SpillDir {
@@ -97,15 +109,21 @@ impl SpillDir {
     }
 
     /// Writers of the files `{prefix}-{bucket}` in `folder`, one per
-    /// bucket of `buckets`.
+    /// bucket of `buckets`, each gathering the pieces it is given into
+    /// larger batches, all of them together holding at most about
+    /// [`BUCKETS_HELD`] bytes.
     pub(crate) fn bucket_writers(
         &self,
         (folder, prefix): (Option<&Path>, &str),
         buckets: &Buckets,
         schema: &SchemaRef,
     ) -> Result<BucketWriters> {
+        let held = (BUCKETS_HELD / buckets.count()).clamp(MIN_HELD, MAX_HELD);
         let writers = (0..buckets.count())
-            .map(|b| self.writer((folder, &format!("{prefix}-{b}")), schema))
+            .map(|b| {
+                let writer = self.writer((folder, &format!("{prefix}-{b}")), schema)?;
+                Ok(writer.gathering(held))
+            })
             .collect::<Result<_>>()?;
         Ok(BucketWriters {
             buckets: buckets.clone(),
@@ -148,7 +166,18 @@ pub(crate) enum SpillWriter {
     /// Held in memory.
     Memory(Vec<RecordBatch>),
     /// Written to an Arrow IPC file.
-    File(Box<FileWriter<File>>, PathBuf),
+    File(Box<FileSpill>),
+}
+
+/// A spill file being written.
+pub(crate) struct FileSpill {
+    writer: FileWriter<File>,
+    path: PathBuf,
+    /// Batches not written yet, gathered until they hold `held` bytes.
+    pending: Vec<RecordBatch>,
+    pending_bytes: usize,
+    /// 0: every batch written as it comes.
+    held: usize,
 }
 
 impl SpillWriter {
@@ -163,15 +192,34 @@ impl SpillWriter {
             .map_err(Error::arrow(Stage::Baseline))?;
         let writer = FileWriter::try_new_with_options(file, schema, options)
             .map_err(Error::arrow(Stage::Baseline))?;
-        Ok(SpillWriter::File(Box::new(writer), path.to_path_buf()))
+        Ok(SpillWriter::File(Box::new(FileSpill {
+            writer,
+            path: path.to_path_buf(),
+            pending: Vec::new(),
+            pending_bytes: 0,
+            held: 0,
+        })))
+    }
+
+    /// The same writer, gathering batches into batches of about `held`
+    /// bytes before it writes them (in memory: no change).
+    fn gathering(mut self, held: usize) -> SpillWriter {
+        if let SpillWriter::File(file) = &mut self {
+            file.held = held;
+        }
+        self
     }
 
     /// Adds `batch`.
     pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         match self {
             SpillWriter::Memory(batches) => batches.push(batch.clone()),
-            SpillWriter::File(writer, _) => {
-                writer.write(batch).map_err(Error::arrow(Stage::Baseline))?;
+            SpillWriter::File(file) => {
+                file.pending_bytes += batch.get_array_memory_size();
+                file.pending.push(batch.clone());
+                if file.pending_bytes >= file.held {
+                    file.flush()?;
+                }
             }
         }
         Ok(())
@@ -181,11 +229,31 @@ impl SpillWriter {
     pub(crate) fn finish(self) -> Result<Spill> {
         match self {
             SpillWriter::Memory(batches) => Ok(Spill::Memory(batches)),
-            SpillWriter::File(mut writer, path) => {
-                writer.finish().map_err(Error::arrow(Stage::Baseline))?;
-                Ok(Spill::File(path))
+            SpillWriter::File(mut file) => {
+                file.flush()?;
+                file.writer
+                    .finish()
+                    .map_err(Error::arrow(Stage::Baseline))?;
+                Ok(Spill::File(file.path))
             }
         }
+    }
+}
+
+impl FileSpill {
+    /// Writes the pending batches as one.
+    fn flush(&mut self) -> Result<()> {
+        let batch = match self.pending.as_slice() {
+            [] => return Ok(()),
+            [one] => one.clone(),
+            many => arrow::compute::concat_batches(&many[0].schema(), many)
+                .map_err(Error::arrow(Stage::Baseline))?,
+        };
+        self.pending.clear();
+        self.pending_bytes = 0;
+        self.writer
+            .write(&batch)
+            .map_err(Error::arrow(Stage::Baseline))
     }
 }
 
@@ -268,40 +336,44 @@ mod tests {
     }
 
     #[test]
-    fn bucket_writers_write_each_row_to_its_bucket_and_lose_none() {
-        let keys = StringArray::from_iter_values((0..1000).map(|i| format!("entity-{i}")));
-        let rows = RecordBatch::try_from_iter([
-            ("key", Arc::new(keys) as ArrayRef),
-            (
-                "v",
-                Arc::new(Int64Array::from_iter_values(0..1000)) as ArrayRef,
-            ),
-        ])
-        .unwrap();
-        let buckets = Buckets::new(3);
-        for to_disk in [false, true] {
-            let dir = SpillDir::new(to_disk, None).unwrap();
-            let mut writers = dir
-                .bucket_writers((None, "b"), &buckets, &rows.schema())
-                .unwrap();
-            for start in (0..1000).step_by(100) {
-                let piece = rows.slice(start, 100);
-                writers
-                    .add(&piece, &[piece.column(0).clone()], Stage::Read)
-                    .unwrap();
-            }
-            let mut values = Vec::new();
-            for (bucket, spill) in writers.finish().unwrap().iter().enumerate() {
-                for batch in spill.read().unwrap() {
-                    let of_rows = buckets.of_rows(&[batch.column(0).clone()], Stage::Read);
-                    assert!(of_rows.unwrap().iter().all(|b| *b as usize == bucket));
-                    let v = batch.column(1).as_any().downcast_ref::<Int64Array>();
-                    values.extend(v.unwrap().values().iter().copied());
-                }
-            }
-            values.sort_unstable();
-            assert_eq!(values, (0..1000).collect::<Vec<i64>>());
+    fn bucket_writers_gather_small_pieces_into_larger_batches() {
+        let piece = |p: i64| {
+            let keys = StringArray::from(vec![format!("entity-{p}"); 10]);
+            RecordBatch::try_from_iter([
+                ("key", Arc::new(keys) as ArrayRef),
+                ("v", Arc::new(Int64Array::from(vec![p; 10])) as ArrayRef),
+            ])
+            .unwrap()
+        };
+        let pieces: Vec<RecordBatch> = (0..1000).map(piece).collect();
+        let schema = pieces[0].schema();
+        let dir = SpillDir::new(true, None).unwrap();
+        let buckets = Buckets::new(2);
+        let mut writers = dir.bucket_writers((None, "b"), &buckets, &schema).unwrap();
+        for piece in &pieces {
+            let keys = [piece.column(0).clone()];
+            writers.add(piece, &keys, Stage::Read).unwrap();
         }
+        let mut back = Vec::new();
+        for spill in writers.finish().unwrap() {
+            let batches = spill.read().unwrap();
+            // 500-odd pieces of 10 rows each: a handful of batches, not hundreds.
+            assert!(batches.len() < 10, "{} batches", batches.len());
+            back.extend(batches);
+        }
+        let rows = |batches: &[RecordBatch]| {
+            let whole = arrow::compute::concat_batches(&schema, batches).unwrap();
+            let mut values: Vec<i64> = whole
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec();
+            values.sort_unstable();
+            values
+        };
+        assert_eq!(rows(&back), rows(&pieces));
     }
 
     #[test]

@@ -305,32 +305,6 @@ pub(crate) async fn register_spilled(
         .map_err(Error::query(stage))
 }
 
-/// Registers one spill's rows as the table `name`: read as the query goes
-/// (its sorts and groupings held to the pool, spilling past it) when the
-/// spill is a file, from memory otherwise.
-pub(crate) async fn register_spill(
-    ctx: &SessionContext,
-    name: &str,
-    (schema, spill): (SchemaRef, &Spill),
-    stage: Stage,
-) -> Result<()> {
-    let path = match spill {
-        Spill::Memory(batches) => {
-            return register_table(ctx, name, (schema, batches.clone()), stage);
-        }
-        Spill::File(path) => path,
-    };
-    let options = ArrowReadOptions {
-        schema: Some(schema.as_ref()),
-        file_extension: SPILL_EXTENSION,
-        ..Default::default()
-    };
-    ctx.deregister_table(name).map_err(Error::query(stage))?;
-    ctx.register_arrow(name, &path.to_string_lossy(), options)
-        .await
-        .map_err(Error::query(stage))
-}
-
 /// Runs `frame` and registers its rows as the table `name`, kept in an
 /// Arrow file in the run's scratch folder (not in memory: a committed
 /// month's rows are as many as a drop's); the file, returned, must outlive

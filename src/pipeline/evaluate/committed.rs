@@ -33,8 +33,7 @@ use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
 use crate::core::keys::Buckets;
 use crate::core::spill::{SpillDir, SpilledTable};
-use crate::core::sql::register_table;
-use crate::core::sql::{QueryMemory, collect, new_session, register_spill, register_spilled};
+use crate::core::sql::{QueryMemory, collect, new_session, register_spilled, register_table};
 use crate::core::sql::{quote, register_frame_on_disk, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
@@ -320,13 +319,8 @@ impl ComparedMonths {
         let spills = writers.finish()?;
         let (mut counted, mut counts) = (None, Vec::new());
         for spill in &spills {
-            register_spill(
-                ctx,
-                COMMITTED_PART,
-                (schema.clone(), spill),
-                Stage::Aggregate,
-            )
-            .await?;
+            let part = (schema.clone(), spill.read()?);
+            register_table(ctx, COMMITTED_PART, part, Stage::Aggregate)?;
             let frame = ctx
                 .sql(&self.counting)
                 .await
@@ -335,8 +329,6 @@ impl ComparedMonths {
             counted = Some(part_schema);
             counts.extend(batches);
         }
-        ctx.deregister_table(COMMITTED_PART)
-            .map_err(Error::query(Stage::Aggregate))?;
         let counted = counted
             .ok_or_else(|| Error::Internal("committed periods: a month in no part".into()))?;
         register_table(ctx, COMMITTED_COUNTS, (counted, counts), Stage::Aggregate)?;
