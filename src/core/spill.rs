@@ -26,13 +26,14 @@ pub(crate) const SPILL_EXTENSION: &str = ".arrow";
 /// What the writers of one set of buckets hold between them before they
 /// write: a bucket's share of a chunk is a few hundred rows, and every
 /// batch written costs an IPC message and an LZ4 frame per buffer, so
-/// pieces are gathered into batches of up to [`MAX_HELD`] bytes.
+/// each bucket's pieces are gathered until they hold its share of this
+/// (between [`MIN_HELD`] and [`MAX_HELD`] bytes; the last piece may pass it).
 const BUCKETS_HELD: usize = 32 * 1024 * 1024;
 
-/// The most one bucket's writer holds.
+/// The most one bucket's writer gathers before it writes.
 const MAX_HELD: usize = 1024 * 1024;
-/// The least one bucket's writer holds, however many buckets there are
-/// (256 buckets at most: 16 MiB together).
+/// The least, however many buckets there are (with at most 256 buckets
+/// each gathers 128 KiB or more: a floor for a larger `Buckets::MOST`).
 const MIN_HELD: usize = 64 * 1024;
 
 /// The run's spill folder: none when everything stays in memory.
@@ -161,7 +162,8 @@ impl BucketWriters {
     }
 }
 
-/// Batches written one by one to a spill.
+/// Batches written to a spill (gathered first when the writer is a
+/// bucket's).
 pub(crate) enum SpillWriter {
     /// Held in memory.
     Memory(Vec<RecordBatch>),
