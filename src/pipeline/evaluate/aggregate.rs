@@ -122,8 +122,14 @@ pub async fn bucket_metrics(baselined: &Baselined, metrics: &[Metric]) -> Result
     let entity_counts = match counting.is_empty() {
         true => None,
         false => {
-            let bucket_rows = format!("({}) AS bucket_rows", drop_rows_sql(metrics));
-            Some(query(metrics_by_period_sql(&counting, &bucket_rows, None)).await?)
+            // Counted from the metric rows just collected, not projected again.
+            register_table(&baselined.ctx, BUCKET_ROWS, rows.clone(), Stage::Aggregate)?;
+            let counts = query(metrics_by_period_sql(&counting, BUCKET_ROWS, None)).await;
+            baselined
+                .ctx
+                .deregister_table(BUCKET_ROWS)
+                .map_err(Error::query(Stage::Aggregate))?;
+            Some(counts?)
         }
     };
     Ok(BucketMetrics {
@@ -186,6 +192,9 @@ pub(crate) async fn evaluate_aggregates(
     outcomes.reports.sort_by(|a, b| a.period.cmp(&b.period));
     Ok(outcomes)
 }
+
+/// One bucket's metric rows, while its entities are counted.
+const BUCKET_ROWS: &str = "bucket_metric_rows";
 
 /// The table of the buckets' counts of the metrics that count entities.
 const ENTITY_COUNTS: &str = "entity_counts";

@@ -329,6 +329,9 @@ impl ComparedMonths {
             counted = Some(part_schema);
             counts.extend(batches);
         }
+        // The last part's rows are not held beside the month's measurement.
+        ctx.deregister_table(COMMITTED_PART)
+            .map_err(Error::query(Stage::Aggregate))?;
         let counted = counted
             .ok_or_else(|| Error::Internal("committed periods: a month in no part".into()))?;
         register_table(ctx, COMMITTED_COUNTS, (counted, counts), Stage::Aggregate)?;
