@@ -13,7 +13,7 @@ use harness::{
     committed_rows, month, output, project, put_drop, put_january, run_args, set_aside_accounts,
     set_aside_rows, silverline, summary_of,
 };
-use silverline::demo::generate::Statement;
+use silverline::demo::generate::{Portfolio, Statement};
 
 /// Accounts per month: their distinct count per period (a metric of the
 /// shipped config) needs several times the tight budget.
@@ -32,11 +32,11 @@ const SPILLING_METRIC: &str = "\n[[metrics]]\nname = \"lowered_accounts\"\nexpre
 /// A project whose runs have `budget` (the default when `None`), with
 /// January committed and February (its statements edited by `edit`) run,
 /// January's metrics measured afresh (not read back from its run); the
-/// output of February's run.
+/// output of February's run, and the bank.
 fn january_then_february(
     budget: Option<&str>,
     edit: impl Fn(&mut Vec<Statement>),
-) -> (tempfile::TempDir, PathBuf, String) {
+) -> (tempfile::TempDir, PathBuf, String, Portfolio) {
     let resources = budget.map(|limit| {
         format!("\n[resources]\nmemory_limit = \"{limit}\"\nscratch_dir = \"../scratch\"\n")
     });
@@ -57,7 +57,7 @@ fn january_then_february(
     put_drop(&root, "BANK_M", "2026-02", &february);
     let run = silverline(&run_args(config_arg, "BANK_M", "2026-02")).success();
     let text = output(&run);
-    (tmp, root, text)
+    (tmp, root, text, bank)
 }
 
 /// Silver's rows (key and date), sorted.
@@ -88,8 +88,8 @@ fn files_named_after(dir: &Path, prefix: &str) -> usize {
 fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     // A re-sent row: the engine's unique_key sets both aside.
     let resend = |february: &mut Vec<Statement>| february.push(february[7].clone());
-    let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT), resend);
-    let (_roomy_dir, roomy, roomy_output) = january_then_february(None, resend);
+    let (_tight_dir, tight, tight_output, mut bank) = january_then_february(Some(TIGHT), resend);
+    let (_roomy_dir, roomy, roomy_output, _) = january_then_february(None, resend);
 
     // The tight run judged in buckets and spilled; the roomy one had no
     // need to.
@@ -142,7 +142,39 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
         set_aside_accounts(&tight, "quarantine"),
         set_aside_accounts(&roomy, "quarantine")
     );
+
+    // A drop one bucket holds, after months larger than a bucket: the
+    // months are split into parts as their own rows need, not the drop's.
+    std::fs::remove_dir_all(tight.join("data/dq_error/metrics")).unwrap();
+    let mut march = bank.statements(month(2026, 3), false);
+    march.truncate(SMALL_DROP);
+    put_drop(&tight, "BANK_M", "2026-03", &march);
+    let config = tight.join("config/credit_statements.toml");
+    let run = silverline(&run_args(config.to_str().unwrap(), "BANK_M", "2026-03")).success();
+    let text = output(&run);
+    assert!(!text.contains(bucketed), "{text}");
+    let in_parts = "measuring a committed month in parts of entities";
+    assert_eq!(text.matches(in_parts).count(), 2, "{text}");
+    assert!(text.contains("parts=13"), "{text}");
+    let period = &summary_of(&tight, "2026-03")["aggregates"][0];
+    for metric in ["accounts", "lowered_accounts"] {
+        assert_eq!(
+            period["metrics"][metric].as_f64(),
+            Some(SMALL_DROP as f64),
+            "{period}"
+        );
+        // February's accounts but the one whose statements were both set aside.
+        let february = (ACCOUNTS - 1) as f64;
+        assert_eq!(
+            period["previous"][metric].as_f64(),
+            Some(february),
+            "{period}"
+        );
+    }
 }
+
+/// A drop a bucket of the tight budget holds whole.
+const SMALL_DROP: usize = 20_000;
 
 /// Every quarantined row of `root`'s February, in file order, without the
 /// run's stamp (its id and time).
@@ -165,8 +197,8 @@ fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_do
             statement.months_in_arrears = 40;
         }
     };
-    let (_tight_dir, tight, tight_output) = january_then_february(Some(TIGHT), out_of_range);
-    let (_roomy_dir, roomy, _) = january_then_february(None, out_of_range);
+    let (_tight_dir, tight, tight_output, _) = january_then_february(Some(TIGHT), out_of_range);
+    let (_roomy_dir, roomy, _, _) = january_then_february(None, out_of_range);
     assert!(tight_output.contains("buckets=13"), "{tight_output}");
 
     let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));

@@ -17,6 +17,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
+use crate::core::sql::MemoryBudget;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -24,11 +25,12 @@ use crate::stage::Stage;
 pub(crate) const SPILL_EXTENSION: &str = ".arrow";
 
 /// What the writers of one set of buckets hold between them before they
-/// write: a bucket's share of a chunk is a few hundred rows, and every
-/// batch written costs an IPC message and an LZ4 frame per buffer, so
-/// each bucket's pieces are gathered until they hold its share of this
+/// write, as a part of the run's budget (`memory_limit`; 32 MiB of the
+/// default 1 GiB): a bucket's share of a chunk is a few hundred rows, and
+/// every batch written costs an IPC message and an LZ4 frame per buffer,
+/// so each bucket's pieces are gathered until they hold its share of this
 /// (between [`MIN_HELD`] and [`MAX_HELD`] bytes; the last piece may pass it).
-const BUCKETS_HELD: usize = 32 * 1024 * 1024;
+const BUCKETS_HELD_PART: u64 = 32;
 
 /// The most one bucket's writer gathers before it writes.
 const MAX_HELD: usize = 1024 * 1024;
@@ -40,15 +42,25 @@ const MIN_HELD: usize = 64 * 1024;
 #[derive(Debug)]
 pub(crate) struct SpillDir {
     dir: Option<tempfile::TempDir>,
+    /// What one set of bucket writers gathers in all before it writes.
+    held: usize,
 }
 
 impl SpillDir {
-    /// Spills to files under `scratch` (the system's temporary folder when
-    /// `None`) when `to_disk`, else keeps everything in memory.
-    pub(crate) fn new(to_disk: bool, scratch: Option<&Path>) -> Result<SpillDir> {
+    /// Keeps everything in memory.
+    pub(crate) fn in_memory() -> SpillDir {
+        SpillDir { dir: None, held: 0 }
+    }
+
+    /// Spills to files under the scratch folder of `budget` (the system's
+    /// temporary folder when it has none) when `to_disk`, else keeps
+    /// everything in memory.
+    pub(crate) fn new(to_disk: bool, budget: &MemoryBudget) -> Result<SpillDir> {
         if !to_disk {
-            return Ok(SpillDir { dir: None });
+            return Ok(SpillDir::in_memory());
         }
+        let held = usize::try_from(budget.bytes / BUCKETS_HELD_PART).unwrap_or(usize::MAX);
+        let scratch = budget.scratch_dir.as_deref();
         let parent = scratch.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let dir = tempfile::Builder::new()
             .prefix("silverline-buckets-")
@@ -57,7 +69,10 @@ impl SpillDir {
                 path: parent,
                 source,
             })?;
-        Ok(SpillDir { dir: Some(dir) })
+        Ok(SpillDir {
+            dir: Some(dir),
+            held,
+        })
     }
 
     /// The folder `name` of the spill folder (made if missing), where a
@@ -111,15 +126,15 @@ impl SpillDir {
 
     /// Writers of the files `{prefix}-{bucket}` in `folder`, one per
     /// bucket of `buckets`, each gathering the pieces it is given into
-    /// larger batches, all of them together holding at most about
-    /// [`BUCKETS_HELD`] bytes.
+    /// larger batches, all of them together holding at most about a
+    /// [`BUCKETS_HELD_PART`] of the budget.
     pub(crate) fn bucket_writers(
         &self,
         (folder, prefix): (Option<&Path>, &str),
         buckets: &Buckets,
         schema: &SchemaRef,
     ) -> Result<BucketWriters> {
-        let held = (BUCKETS_HELD / buckets.count()).clamp(MIN_HELD, MAX_HELD);
+        let held = self.held_per_bucket(buckets.count());
         let writers = (0..buckets.count())
             .map(|b| {
                 let writer = self.writer((folder, &format!("{prefix}-{b}")), schema)?;
@@ -130,6 +145,11 @@ impl SpillDir {
             buckets: buckets.clone(),
             writers,
         })
+    }
+
+    /// What each of `buckets` writers gathers before it writes.
+    fn held_per_bucket(&self, buckets: usize) -> usize {
+        (self.held / buckets.max(1)).clamp(MIN_HELD, MAX_HELD)
     }
 }
 
@@ -313,6 +333,15 @@ mod tests {
 
     use super::*;
 
+    /// A budget of `bytes`, spilling to the system's temporary folder.
+    fn budget(bytes: u64) -> MemoryBudget {
+        MemoryBudget {
+            bytes,
+            scratch_dir: None,
+            bucket_rows: None,
+        }
+    }
+
     fn batch(values: Vec<i64>) -> RecordBatch {
         RecordBatch::try_from_iter([("v", Arc::new(Int64Array::from(values)) as ArrayRef)]).unwrap()
     }
@@ -322,7 +351,7 @@ mod tests {
         let batches = vec![batch(vec![1, 2]), batch(vec![]), batch(vec![3])];
         let schema = batches[0].schema();
         for to_disk in [false, true] {
-            let dir = SpillDir::new(to_disk, None).unwrap();
+            let dir = SpillDir::new(to_disk, &budget(1 << 30)).unwrap();
             let kept = dir.keep((None, "a"), batches.clone()).unwrap();
             assert_eq!(matches!(kept, Spill::File(_)), to_disk);
             assert_eq!(kept.read().unwrap(), batches);
@@ -349,7 +378,7 @@ mod tests {
         };
         let pieces: Vec<RecordBatch> = (0..1000).map(piece).collect();
         let schema = pieces[0].schema();
-        let dir = SpillDir::new(true, None).unwrap();
+        let dir = SpillDir::new(true, &budget(1 << 30)).unwrap();
         let buckets = Buckets::new(2);
         let mut writers = dir.bucket_writers((None, "b"), &buckets, &schema).unwrap();
         for piece in &pieces {
@@ -379,10 +408,27 @@ mod tests {
     }
 
     #[test]
+    fn bucket_writers_gather_a_share_of_the_budget() {
+        const MIB: u64 = 1024 * 1024;
+        let held = |bytes, buckets| {
+            let dir = SpillDir::new(true, &budget(bytes)).unwrap();
+            dir.held_per_bucket(buckets)
+        };
+        // 1 GiB: 32 MiB in all, 1 MiB each at most.
+        assert_eq!(held(1024 * MIB, 77), 32 * 1024 * 1024 / 77);
+        assert_eq!(held(1024 * MIB, 13), 1024 * 1024);
+        // 64 MiB: 2 MiB in all, not 13 MiB.
+        assert_eq!(held(64 * MIB, 13), 2 * 1024 * 1024 / 13);
+        // Never below the floor that keeps batches worth writing.
+        assert_eq!(held(32 * MIB, 256), MIN_HELD);
+        assert_eq!(SpillDir::in_memory().held_per_bucket(4), MIN_HELD);
+    }
+
+    #[test]
     fn a_spill_file_is_lz4_compressed_and_reads_back_whole() {
         // 100,000 repetitive values: 800,000 bytes as plain Arrow.
         let rows = batch((0..100_000).map(|v| v % 7).collect());
-        let dir = SpillDir::new(true, None).unwrap();
+        let dir = SpillDir::new(true, &budget(1 << 30)).unwrap();
         let kept = dir.keep((None, "repetitive"), vec![rows.clone()]).unwrap();
         let Spill::File(path) = &kept else {
             panic!("kept in memory");

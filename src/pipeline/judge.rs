@@ -110,7 +110,7 @@ pub(super) async fn judge_and_write(
     let mut laps = Laps::start(summary);
     progress.stage(Stage::Baseline);
     let buckets = batch.rows.buckets();
-    let spill = SpillDir::new(buckets.count() > 1, plan.resources.scratch_dir.as_deref())?;
+    let spill = SpillDir::new(buckets.count() > 1, &plan.resources)?;
     let contributor = &context.drop.contributor;
     let kept_month = handover
         .carried
@@ -325,7 +325,6 @@ async fn first_pass(
                 missing: recorded.as_ref().map(|r| r.by_period.clone()),
                 memory: context.memory.clone(),
                 carried: carried.clone(),
-                parts: (buckets.clone(), plan.resources.scratch_dir.clone()),
             },
         )
     };

@@ -157,7 +157,7 @@ pub(crate) async fn fresh_months(
         return Ok(None);
     };
     let held = files_holding(silver, contract, contributor, months).await?;
-    Ok(held.is_empty().then_some(months))
+    Ok(held.paths.is_empty().then_some(months))
 }
 
 impl MonthKeeper {
@@ -243,17 +243,27 @@ fn whole_months(first: i32, last: i32) -> Option<(NaiveDate, NaiveDate)> {
     Some((start, end))
 }
 
+/// The files of `silver` that may hold some of a contributor's rows.
+#[derive(Debug, Default)]
+pub(crate) struct HeldFiles {
+    /// The data and delete files, sorted.
+    pub(crate) paths: Vec<String>,
+    /// The rows of the data files (all of them, the contributor's and
+    /// others', deleted or not: at least the contributor's rows there).
+    pub(crate) rows: u64,
+}
+
 /// The data and delete files of `silver` that may hold `contributor`'s
 /// rows with `start <= order < end` (partition pruning and column
-/// statistics decide), sorted.
+/// statistics decide).
 pub(crate) async fn files_holding(
     silver: &Table,
     contract: &Contract,
     contributor: &str,
     (start, end): (NaiveDate, NaiveDate),
-) -> Result<Vec<String>> {
+) -> Result<HeldFiles> {
     if silver.metadata().current_snapshot().is_none() {
-        return Ok(Vec::new());
+        return Ok(HeldFiles::default());
     }
     let day = |date: NaiveDate| Datum::date(date.num_days_from_ce() - UNIX_EPOCH_FROM_CE);
     let order = Reference::new(contract.order_column.clone());
@@ -275,16 +285,22 @@ pub(crate) async fn files_holding(
         .try_collect()
         .await
         .map_err(Error::catalog("scan", &target))?;
-    let mut files: Vec<String> = tasks
+    let mut paths: Vec<String> = tasks
         .iter()
         .flat_map(|task| {
             std::iter::once(task.data_file_path.clone())
                 .chain(task.deletes.iter().map(|d| d.file_path.clone()))
         })
         .collect();
-    files.sort_unstable();
-    files.dedup();
-    Ok(files)
+    paths.sort_unstable();
+    paths.dedup();
+    // A file's count where its manifest has one, else its bytes (an
+    // Iceberg data file records its count: never less than its rows).
+    let rows = tasks
+        .iter()
+        .map(|task| task.record_count.unwrap_or(task.file_size_in_bytes))
+        .sum();
+    Ok(HeldFiles { paths, rows })
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ mod missing;
 
 pub(crate) use bucket::{Bucket, SpilledHistory};
 pub use carried::CommittedMonth;
-pub(crate) use carried::{MonthKeeper, ReadColumns, files_holding, fresh_months};
+pub(crate) use carried::{HeldFiles, MonthKeeper, ReadColumns, files_holding, fresh_months};
 pub use missing::{Expected, Missing};
 
 use std::collections::BTreeSet;

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Date32Array, Float64Array};
@@ -33,13 +32,14 @@ use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
 use crate::core::keys::Buckets;
 use crate::core::spill::{SpillDir, SpilledTable};
-use crate::core::sql::{QueryMemory, collect, new_session, register_spilled, register_table};
+use crate::core::sql::register_table;
+use crate::core::sql::{MemoryBudget, QueryMemory, collect, new_session, register_spilled};
 use crate::core::sql::{quote, register_frame_on_disk, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
 use crate::pipeline::baseline::{
-    CommittedMonth, files_holding, key_columns, register_history_source,
+    CommittedMonth, HeldFiles, files_holding, key_columns, register_history_source,
 };
 use crate::stage::Stage;
 
@@ -68,10 +68,6 @@ pub struct CommittedSources<'a> {
     pub(crate) memory: QueryMemory,
     /// The month the run before committed, measured in place of Silver's.
     pub carried: Option<Arc<CommittedMonth>>,
-    /// The drop's buckets and the scratch folder: a month of a drop judged
-    /// in buckets is split as many ways by entity, in spill files there,
-    /// and the metrics that count entities are counted a part at a time.
-    pub(crate) parts: (Buckets, Option<PathBuf>),
 }
 
 /// Starts computing, in the background, the committed periods the drop's
@@ -97,7 +93,7 @@ pub fn start_committed_periods(
     let memory = sources.memory;
     let missing = sources.missing;
     let carried = sources.carried;
-    let parts = sources.parts;
+    let budget = plan.resources.clone();
     Ok(Some(Background::spawn(
         "measuring the committed periods",
         async move {
@@ -105,7 +101,7 @@ pub fn start_committed_periods(
             let measuring = Measuring {
                 contract: &contract,
                 memory: &memory,
-                parts: (&parts.0, parts.1.as_deref()),
+                budget: &budget,
             };
             let mut periods = months
                 .compute(&measuring, silver, (&dq_error, keep))
@@ -150,8 +146,19 @@ struct ComparedMonths {
 struct Measuring<'a> {
     contract: &'a Contract,
     memory: &'a QueryMemory,
-    /// The buckets a month's rows are split into, and the scratch folder.
-    parts: (&'a Buckets, Option<&'a Path>),
+    /// The run's budget: a month too large for one of its buckets is split
+    /// by entity into parts that are not, in spill files in its scratch
+    /// folder, and the metrics that count entities are counted a part at
+    /// a time.
+    budget: &'a MemoryBudget,
+}
+
+/// The parts a month is split into by entity.
+struct Parts<'a> {
+    buckets: Buckets,
+    /// The contract whose entity key splits the rows, and the budget whose
+    /// scratch folder holds the parts.
+    measuring: &'a Measuring<'a>,
 }
 
 /// The tables of a month measured in parts.
@@ -226,14 +233,21 @@ impl ComparedMonths {
         for month in &self.months {
             let rows_sql = &self.rows_sql(*month, "silver");
             let files = files_holding(silver, contract, &self.contributor, *month).await?;
-            let kept = self.kept_path(rows_sql, &files);
+            let kept = self.kept_path(rows_sql, &files.paths);
             if let Some(batch) = read_kept(dq_error, &kept).await {
                 batches.push(batch);
                 continue;
             }
             let table = CommittedMonth::table_for(carried, *month);
-            let in_parts = (self.by_period_in_parts.is_some() && measuring.parts.0.count() > 1)
-                .then_some(measuring);
+            let in_parts = self.parts_of(measuring, &files);
+            if let Some(parts) = &in_parts {
+                tracing::info!(
+                    month = %month.0,
+                    parts = parts.buckets.count(),
+                    rows = files.rows,
+                    "measuring a committed month in parts of entities (resources.memory_limit)"
+                );
+            }
             let rows_sql = match in_parts {
                 Some(_) => self.keyed_rows_sql(*month, table),
                 None => self.rows_sql(*month, table),
@@ -251,6 +265,18 @@ impl ComparedMonths {
         Ok(CommittedPeriods { schema, batches })
     }
 
+    /// The parts a month held in `files` is split into, when a metric
+    /// counts entities and the month's rows are more than one of the
+    /// budget's buckets holds (`None`: measured whole).
+    fn parts_of<'a>(&self, measuring: &'a Measuring<'a>, files: &HeldFiles) -> Option<Parts<'a>> {
+        self.by_period_in_parts.as_ref()?;
+        let budget = measuring.budget;
+        let rows = usize::try_from(files.rows).unwrap_or(usize::MAX);
+        let buckets = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows))
+            .hashing(measuring.contract.bucket_key_parts());
+        (buckets.count() > 1).then_some(Parts { buckets, measuring })
+    }
+
     /// One month's metrics, measured by `rows_sql` (from Silver or a kept
     /// month): with `in_parts` (and the entity key among the rows), split
     /// by entity, the metrics that count entities counted a part at a time.
@@ -258,7 +284,7 @@ impl ComparedMonths {
         &self,
         ctx: &SessionContext,
         rows_sql: &str,
-        in_parts: Option<&Measuring<'_>>,
+        in_parts: Option<Parts<'_>>,
     ) -> Result<RecordBatch> {
         let rows = ctx
             .sql(rows_sql)
@@ -267,8 +293,8 @@ impl ComparedMonths {
         // The month's rows: held until its metrics are measured.
         let _rows_held: (Option<RefCountedTempFile>, Option<SpillDir>);
         let by_period = match (&self.by_period_in_parts, in_parts) {
-            (Some(by_period), Some(measuring)) => {
-                _rows_held = (None, Some(self.count_in_parts(ctx, rows, measuring).await?));
+            (Some(by_period), Some(parts)) => {
+                _rows_held = (None, Some(self.count_in_parts(ctx, rows, parts).await?));
                 by_period
             }
             _ => {
@@ -289,21 +315,24 @@ impl ComparedMonths {
         arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Aggregate))
     }
 
-    /// Splits a month's `rows` by entity into spill files, registers them
-    /// as `committed_rows` and each part's counts of the metrics that count
-    /// entities as `committed_counts`; the spill folder must outlive the
-    /// queries of the month.
+    /// Splits a month's `rows` by entity into `parts` in spill files,
+    /// registers them as `committed_rows` and each part's counts of the
+    /// metrics that count entities as `committed_counts`; the spill folder
+    /// must outlive the queries of the month.
     async fn count_in_parts(
         &self,
         ctx: &SessionContext,
         rows: datafusion::prelude::DataFrame,
-        measuring: &Measuring<'_>,
+        parts: Parts<'_>,
     ) -> Result<SpillDir> {
-        let (buckets, scratch) = measuring.parts;
-        let dir = SpillDir::new(true, scratch)?;
+        let Measuring {
+            contract, budget, ..
+        } = parts.measuring;
+        let dir = SpillDir::new(true, budget)?;
         let folder = dir.folder("committed-month")?;
         let schema = Arc::new(rows.schema().as_arrow().clone());
-        let mut writers = dir.bucket_writers((folder.as_deref(), "part"), buckets, &schema)?;
+        let mut writers =
+            dir.bucket_writers((folder.as_deref(), "part"), &parts.buckets, &schema)?;
         let mut stream = rows
             .execute_stream()
             .await
@@ -313,7 +342,7 @@ impl ComparedMonths {
             .await
             .map_err(Error::query(Stage::Aggregate))?
         {
-            let keys = key_columns(measuring.contract, &batch)?;
+            let keys = key_columns(contract, &batch)?;
             writers.add(&batch, &keys, Stage::Aggregate)?;
         }
         let spills = writers.finish()?;
@@ -399,7 +428,7 @@ pub(crate) async fn keep_drop_periods(
         let batch = report_batch(&schema, month.0, measured, &plan.metrics)?;
         keep_measured(
             dq_error,
-            &months.kept_path(&months.rows_sql(month, "silver"), &files),
+            &months.kept_path(&months.rows_sql(month, "silver"), &files.paths),
             &batch,
         )
         .await;

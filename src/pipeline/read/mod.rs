@@ -175,11 +175,7 @@ pub struct Tally {
 /// bucket.
 pub fn read_drop(contract: &Contract, files: &[DropFile]) -> Result<Batch> {
     let files = as_parsed(files, None)?;
-    read_into(
-        contract,
-        &files,
-        (Buckets::new(1), SpillDir::new(false, None)?),
-    )
+    read_into(contract, &files, (Buckets::new(1), SpillDir::in_memory()))
 }
 
 /// Reads every file of the drop into a [`Batch`] split into as many buckets
@@ -202,7 +198,7 @@ pub fn read_drop_in_buckets(
             "judging the drop in buckets of entities (resources.memory_limit, resources.bucket_rows)"
         );
     }
-    let dir = SpillDir::new(buckets.count() > 1, scratch)?;
+    let dir = SpillDir::new(buckets.count() > 1, budget)?;
     read_into(contract, &files, (buckets, dir))
 }
 
