@@ -24,6 +24,10 @@ const ACCOUNTS: usize = 200_000;
 /// and the queries several spills.
 const TIGHT: &str = "64MiB";
 
+/// A drop the tight budget judges whole (up to 65,536 rows), smaller than
+/// the months before it.
+const SMALL_DROP: usize = 20_000;
+
 /// A metric that counts distinct values a split by entity could count
 /// twice (two accounts may read alike once lowered): measured over every
 /// row of a period at once, it is what spills past a tight budget.
@@ -114,8 +118,8 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
         a["counts"]
     );
     assert_eq!(a["rules"], b["rules"]);
-    // The accounts counted bucket by bucket (and January's in as many
-    // parts) as the roomy run counts them at once.
+    // The accounts counted bucket by bucket (and January's in parts of
+    // its own rows) as the roomy run counts them at once.
     assert_eq!(a["aggregates"], b["aggregates"]);
     let period = &a["aggregates"][0];
     for counted in [&period["metrics"], &period["previous"]] {
@@ -155,7 +159,13 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     assert!(!text.contains(bucketed), "{text}");
     let in_parts = "measuring a committed month in parts of entities";
     assert_eq!(text.matches(in_parts).count(), 2, "{text}");
-    assert!(text.contains("parts=13"), "{text}");
+    // Each month's rows as its files' manifests count them, in 13 parts.
+    for month in [
+        "2026-01-01 parts=13 estimated_rows=200000",
+        "2026-02-01 parts=13 estimated_rows=199999",
+    ] {
+        assert!(text.contains(&format!("month={month}")), "{text}");
+    }
     let period = &summary_of(&tight, "2026-03")["aggregates"][0];
     for metric in ["accounts", "lowered_accounts"] {
         assert_eq!(
@@ -172,9 +182,6 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
         );
     }
 }
-
-/// A drop a bucket of the tight budget holds whole.
-const SMALL_DROP: usize = 20_000;
 
 /// Every quarantined row of `root`'s February, in file order, without the
 /// run's stamp (its id and time).

@@ -332,7 +332,8 @@ impl Buckets {
     /// to 0.5 KiB per row with heaptrack and rounded up.
     const BYTES_PER_ROW: u64 = 512;
 
-    /// Buckets of `bucket_rows` rows, for a drop of `rows` rows. By
+    /// Buckets of `bucket_rows` rows, for a drop (or a committed month
+    /// counted in parts) of `rows` rows. By
     /// default a drop that half of `memory_limit` holds is one bucket, and
     /// a larger one is judged in buckets of an eighth of it: beside a
     /// bucket, a run holds the references' keys and its queries' pool.

@@ -17,7 +17,6 @@ use arrow::record_batch::RecordBatch;
 
 use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
-use crate::core::sql::MemoryBudget;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -25,12 +24,13 @@ use crate::stage::Stage;
 pub(crate) const SPILL_EXTENSION: &str = ".arrow";
 
 /// What the writers of one set of buckets hold between them before they
-/// write, as a part of the run's budget (`memory_limit`; 32 MiB of the
-/// default 1 GiB): a bucket's share of a chunk is a few hundred rows, and
-/// every batch written costs an IPC message and an LZ4 frame per buffer,
-/// so each bucket's pieces are gathered until they hold its share of this
-/// (between [`MIN_HELD`] and [`MAX_HELD`] bytes; the last piece may pass it).
-const BUCKETS_HELD_PART: u64 = 32;
+/// write: 1/32 of the run's budget (`memory_limit`; 32 MiB of the default
+/// 1 GiB). A bucket's share of a chunk is a few hundred rows, and every
+/// batch written costs an IPC message and an LZ4 frame per buffer, so each
+/// bucket's pieces are gathered until they hold its share of this, between
+/// [`MIN_HELD`] and [`MAX_HELD`] bytes (the last piece may pass it; at the
+/// floor, 256 buckets hold 16 MiB whatever the budget).
+const BUCKETS_HELD_DIVISOR: u64 = 32;
 
 /// The most one bucket's writer gathers before it writes.
 const MAX_HELD: usize = 1024 * 1024;
@@ -52,15 +52,17 @@ impl SpillDir {
         SpillDir { dir: None, held: 0 }
     }
 
-    /// Spills to files under the scratch folder of `budget` (the system's
-    /// temporary folder when it has none) when `to_disk`, else keeps
-    /// everything in memory.
-    pub(crate) fn new(to_disk: bool, budget: &MemoryBudget) -> Result<SpillDir> {
+    /// Spills to files under `scratch` (the system's temporary folder when
+    /// `None`) when `to_disk`, else keeps everything in memory; a run of
+    /// budget `memory_limit` (bytes).
+    pub(crate) fn new(
+        to_disk: bool,
+        (memory_limit, scratch): (u64, Option<&Path>),
+    ) -> Result<SpillDir> {
         if !to_disk {
             return Ok(SpillDir::in_memory());
         }
-        let held = usize::try_from(budget.bytes / BUCKETS_HELD_PART).unwrap_or(usize::MAX);
-        let scratch = budget.scratch_dir.as_deref();
+        let held = usize::try_from(memory_limit / BUCKETS_HELD_DIVISOR).unwrap_or(usize::MAX);
         let parent = scratch.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let dir = tempfile::Builder::new()
             .prefix("silverline-buckets-")
@@ -126,8 +128,8 @@ impl SpillDir {
 
     /// Writers of the files `{prefix}-{bucket}` in `folder`, one per
     /// bucket of `buckets`, each gathering the pieces it is given into
-    /// larger batches, all of them together holding at most about a
-    /// [`BUCKETS_HELD_PART`] of the budget.
+    /// larger batches, all of them together holding about 1/32 of the
+    /// budget ([`BUCKETS_HELD_DIVISOR`]).
     pub(crate) fn bucket_writers(
         &self,
         (folder, prefix): (Option<&Path>, &str),
@@ -334,12 +336,8 @@ mod tests {
     use super::*;
 
     /// A budget of `bytes`, spilling to the system's temporary folder.
-    fn budget(bytes: u64) -> MemoryBudget {
-        MemoryBudget {
-            bytes,
-            scratch_dir: None,
-            bucket_rows: None,
-        }
+    fn budget(bytes: u64) -> (u64, Option<&'static Path>) {
+        (bytes, None)
     }
 
     fn batch(values: Vec<i64>) -> RecordBatch {
@@ -351,7 +349,7 @@ mod tests {
         let batches = vec![batch(vec![1, 2]), batch(vec![]), batch(vec![3])];
         let schema = batches[0].schema();
         for to_disk in [false, true] {
-            let dir = SpillDir::new(to_disk, &budget(1 << 30)).unwrap();
+            let dir = SpillDir::new(to_disk, budget(1 << 30)).unwrap();
             let kept = dir.keep((None, "a"), batches.clone()).unwrap();
             assert_eq!(matches!(kept, Spill::File(_)), to_disk);
             assert_eq!(kept.read().unwrap(), batches);
@@ -378,7 +376,7 @@ mod tests {
         };
         let pieces: Vec<RecordBatch> = (0..1000).map(piece).collect();
         let schema = pieces[0].schema();
-        let dir = SpillDir::new(true, &budget(1 << 30)).unwrap();
+        let dir = SpillDir::new(true, budget(1 << 30)).unwrap();
         let buckets = Buckets::new(2);
         let mut writers = dir.bucket_writers((None, "b"), &buckets, &schema).unwrap();
         for piece in &pieces {
@@ -411,7 +409,7 @@ mod tests {
     fn bucket_writers_gather_a_share_of_the_budget() {
         const MIB: u64 = 1024 * 1024;
         let held = |bytes, buckets| {
-            let dir = SpillDir::new(true, &budget(bytes)).unwrap();
+            let dir = SpillDir::new(true, budget(bytes)).unwrap();
             dir.held_per_bucket(buckets)
         };
         // 1 GiB: 32 MiB in all, 1 MiB each at most.
@@ -421,14 +419,13 @@ mod tests {
         assert_eq!(held(64 * MIB, 13), 2 * 1024 * 1024 / 13);
         // Never below the floor that keeps batches worth writing.
         assert_eq!(held(32 * MIB, 256), MIN_HELD);
-        assert_eq!(SpillDir::in_memory().held_per_bucket(4), MIN_HELD);
     }
 
     #[test]
     fn a_spill_file_is_lz4_compressed_and_reads_back_whole() {
         // 100,000 repetitive values: 800,000 bytes as plain Arrow.
         let rows = batch((0..100_000).map(|v| v % 7).collect());
-        let dir = SpillDir::new(true, &budget(1 << 30)).unwrap();
+        let dir = SpillDir::new(true, budget(1 << 30)).unwrap();
         let kept = dir.keep((None, "repetitive"), vec![rows.clone()]).unwrap();
         let Spill::File(path) = &kept else {
             panic!("kept in memory");

@@ -36,8 +36,9 @@ pub struct MemoryBudget {
     pub bytes: u64,
     /// Where they spill; `None`: the system's temporary folder.
     pub scratch_dir: Option<PathBuf>,
-    /// The most rows judged at once; `None`: a drop that half of `bytes`
-    /// holds whole, a larger one in buckets of an eighth of it.
+    /// The most rows judged (or of a committed month counted) at once;
+    /// `None`: a drop that half of `bytes` holds whole, a larger one in
+    /// buckets of an eighth of it.
     pub bucket_rows: Option<u64>,
 }
 

@@ -248,8 +248,10 @@ fn whole_months(first: i32, last: i32) -> Option<(NaiveDate, NaiveDate)> {
 pub(crate) struct HeldFiles {
     /// The data and delete files, sorted.
     pub(crate) paths: Vec<String>,
-    /// The rows of the data files (all of them, the contributor's and
-    /// others', deleted or not: at least the contributor's rows there).
+    /// The rows of the data files, as their manifests count them: all of
+    /// each file's rows (other contributors' and months' too, when a file
+    /// holds more than the rows asked for; deleted or not), so at least the
+    /// rows asked for.
     pub(crate) rows: u64,
 }
 
@@ -294,8 +296,8 @@ pub(crate) async fn files_holding(
         .collect();
     paths.sort_unstable();
     paths.dedup();
-    // A file's count where its manifest has one, else its bytes (an
-    // Iceberg data file records its count: never less than its rows).
+    // Every manifest entry records its file's count; a task without one
+    // (none today) counts its bytes, a generous stand-in.
     let rows = tasks
         .iter()
         .map(|task| task.record_count.unwrap_or(task.file_size_in_bytes))

@@ -32,9 +32,8 @@ use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
 use crate::core::keys::Buckets;
 use crate::core::spill::{SpillDir, SpilledTable};
-use crate::core::sql::register_table;
 use crate::core::sql::{MemoryBudget, QueryMemory, collect, new_session, register_spilled};
-use crate::core::sql::{quote, register_frame_on_disk, run_frame, sql_string};
+use crate::core::sql::{quote, register_frame_on_disk, register_table, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
@@ -146,8 +145,9 @@ struct ComparedMonths {
 struct Measuring<'a> {
     contract: &'a Contract,
     memory: &'a QueryMemory,
-    /// The run's budget: a month too large for one of its buckets is split
-    /// by entity into parts that are not, in spill files in its scratch
+    /// The run's budget: a month of more rows than the budget judges whole
+    /// (as a drop: `Buckets::for_rows`, `bucket_rows`) is split by entity
+    /// into parts of a bucket's rows, in spill files in its scratch
     /// folder, and the metrics that count entities are counted a part at
     /// a time.
     budget: &'a MemoryBudget,
@@ -244,8 +244,8 @@ impl ComparedMonths {
                 tracing::info!(
                     month = %month.0,
                     parts = parts.buckets.count(),
-                    rows = files.rows,
-                    "measuring a committed month in parts of entities (resources.memory_limit)"
+                    estimated_rows = files.rows,
+                    "measuring a committed month in parts of entities (resources.memory_limit, resources.bucket_rows)"
                 );
             }
             let rows_sql = match in_parts {
@@ -266,8 +266,8 @@ impl ComparedMonths {
     }
 
     /// The parts a month held in `files` is split into, when a metric
-    /// counts entities and the month's rows are more than one of the
-    /// budget's buckets holds (`None`: measured whole).
+    /// counts entities and the month's rows (at most `files.rows`) are more
+    /// than the budget judges whole (`None`: measured whole).
     fn parts_of<'a>(&self, measuring: &'a Measuring<'a>, files: &HeldFiles) -> Option<Parts<'a>> {
         self.by_period_in_parts.as_ref()?;
         let budget = measuring.budget;
@@ -328,7 +328,7 @@ impl ComparedMonths {
         let Measuring {
             contract, budget, ..
         } = parts.measuring;
-        let dir = SpillDir::new(true, budget)?;
+        let dir = SpillDir::new(true, (budget.bytes, budget.scratch_dir.as_deref()))?;
         let folder = dir.folder("committed-month")?;
         let schema = Arc::new(rows.schema().as_arrow().clone());
         let mut writers =
