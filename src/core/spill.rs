@@ -34,8 +34,8 @@ const BUCKETS_HELD_DIVISOR: u64 = 32;
 
 /// The most one bucket's writer gathers before it writes.
 const MAX_HELD: usize = 1024 * 1024;
-/// The least, however many buckets there are (with at most 256 buckets
-/// each gathers 128 KiB or more: a floor for a larger `Buckets::MOST`).
+/// The least, however small the budget or many the buckets: smaller
+/// batches cost more to write than they save.
 const MIN_HELD: usize = 64 * 1024;
 
 /// The run's spill folder: none when everything stays in memory.

@@ -3,7 +3,7 @@
 //! rules), in-memory tables, and quoting. Strings stay plain `Utf8`, the type
 //! the contract and the Iceberg writer use. Errors name the stage they serve.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -40,6 +40,14 @@ pub struct MemoryBudget {
     /// `None`: a drop that half of `bytes` holds whole, a larger one in
     /// buckets of an eighth of it.
     pub bucket_rows: Option<u64>,
+}
+
+impl MemoryBudget {
+    /// The budget and scratch folder a run's spill folder
+    /// ([`crate::core::spill::SpillDir::new`]) is made with.
+    pub(crate) fn spilling(&self) -> (u64, Option<&Path>) {
+        (self.bytes, self.scratch_dir.as_deref())
+    }
 }
 
 /// The memory every session of one run shares: one spilling pool of half

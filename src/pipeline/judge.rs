@@ -110,11 +110,7 @@ pub(super) async fn judge_and_write(
     let mut laps = Laps::start(summary);
     progress.stage(Stage::Baseline);
     let buckets = batch.rows.buckets();
-    let resources = &plan.resources;
-    let spill = SpillDir::new(
-        buckets.count() > 1,
-        (resources.bytes, resources.scratch_dir.as_deref()),
-    )?;
+    let spill = SpillDir::new(buckets.count() > 1, plan.resources.spilling())?;
     let contributor = &context.drop.contributor;
     let kept_month = handover
         .carried

@@ -153,14 +153,6 @@ struct Measuring<'a> {
     budget: &'a MemoryBudget,
 }
 
-/// The parts a month is split into by entity.
-struct Parts<'a> {
-    buckets: Buckets,
-    /// The contract whose entity key splits the rows, and the budget whose
-    /// scratch folder holds the parts.
-    measuring: &'a Measuring<'a>,
-}
-
 /// The tables of a month measured in parts.
 const COMMITTED_PART: &str = "committed_part";
 const COMMITTED_COUNTS: &str = "committed_counts";
@@ -243,7 +235,7 @@ impl ComparedMonths {
             if let Some(parts) = &in_parts {
                 tracing::info!(
                     month = %month.0,
-                    parts = parts.buckets.count(),
+                    parts = parts.count(),
                     estimated_rows = files.rows,
                     "measuring a committed month in parts of entities (resources.memory_limit, resources.bucket_rows)"
                 );
@@ -252,6 +244,7 @@ impl ComparedMonths {
                 Some(_) => self.keyed_rows_sql(*month, table),
                 None => self.rows_sql(*month, table),
             };
+            let in_parts = in_parts.map(|parts| (measuring, parts));
             let batch = self.measure(&ctx, &rows_sql, in_parts).await?;
             if keep {
                 keep_measured(dq_error, &kept, &batch).await;
@@ -268,13 +261,13 @@ impl ComparedMonths {
     /// The parts a month held in `files` is split into, when a metric
     /// counts entities and the month's rows (at most `files.rows`) are more
     /// than the budget judges whole (`None`: measured whole).
-    fn parts_of<'a>(&self, measuring: &'a Measuring<'a>, files: &HeldFiles) -> Option<Parts<'a>> {
+    fn parts_of(&self, measuring: &Measuring<'_>, files: &HeldFiles) -> Option<Buckets> {
         self.by_period_in_parts.as_ref()?;
         let budget = measuring.budget;
         let rows = usize::try_from(files.rows).unwrap_or(usize::MAX);
         let buckets = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows))
             .hashing(measuring.contract.bucket_key_parts());
-        (buckets.count() > 1).then_some(Parts { buckets, measuring })
+        (buckets.count() > 1).then_some(buckets)
     }
 
     /// One month's metrics, measured by `rows_sql` (from Silver or a kept
@@ -284,7 +277,7 @@ impl ComparedMonths {
         &self,
         ctx: &SessionContext,
         rows_sql: &str,
-        in_parts: Option<Parts<'_>>,
+        in_parts: Option<(&Measuring<'_>, Buckets)>,
     ) -> Result<RecordBatch> {
         let rows = ctx
             .sql(rows_sql)
@@ -315,7 +308,8 @@ impl ComparedMonths {
         arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Aggregate))
     }
 
-    /// Splits a month's `rows` by entity into `parts` in spill files,
+    /// Splits a month's `rows` by entity into `parts` (of `measuring`'s
+    /// contract's key, in its budget's scratch folder) in spill files,
     /// registers them as `committed_rows` and each part's counts of the
     /// metrics that count entities as `committed_counts`; the spill folder
     /// must outlive the queries of the month.
@@ -323,16 +317,12 @@ impl ComparedMonths {
         &self,
         ctx: &SessionContext,
         rows: datafusion::prelude::DataFrame,
-        parts: Parts<'_>,
+        (measuring, parts): (&Measuring<'_>, Buckets),
     ) -> Result<SpillDir> {
-        let Measuring {
-            contract, budget, ..
-        } = parts.measuring;
-        let dir = SpillDir::new(true, (budget.bytes, budget.scratch_dir.as_deref()))?;
+        let dir = SpillDir::new(true, measuring.budget.spilling())?;
         let folder = dir.folder("committed-month")?;
         let schema = Arc::new(rows.schema().as_arrow().clone());
-        let mut writers =
-            dir.bucket_writers((folder.as_deref(), "part"), &parts.buckets, &schema)?;
+        let mut writers = dir.bucket_writers((folder.as_deref(), "part"), &parts, &schema)?;
         let mut stream = rows
             .execute_stream()
             .await
@@ -342,7 +332,7 @@ impl ComparedMonths {
             .await
             .map_err(Error::query(Stage::Aggregate))?
         {
-            let keys = key_columns(contract, &batch)?;
+            let keys = key_columns(measuring.contract, &batch)?;
             writers.add(&batch, &keys, Stage::Aggregate)?;
         }
         let spills = writers.finish()?;

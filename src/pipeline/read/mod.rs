@@ -198,7 +198,7 @@ pub fn read_drop_in_buckets(
             "judging the drop in buckets of entities (resources.memory_limit, resources.bucket_rows)"
         );
     }
-    let dir = SpillDir::new(buckets.count() > 1, (budget.bytes, scratch))?;
+    let dir = SpillDir::new(buckets.count() > 1, budget.spilling())?;
     read_into(contract, &files, (buckets, dir))
 }
 
