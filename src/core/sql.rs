@@ -389,6 +389,28 @@ mod tests {
         }
     }
 
+    /// Sends this thread's log lines to `log` until the guard drops.
+    ///
+    /// `tracing` caches each log line's interest for the whole process,
+    /// from the subscriber of the thread that reaches it first. With one
+    /// subscriber alive, another test thread (which has none) can cache
+    /// "never" and this thread's lines are lost. A second subscriber kept
+    /// alive makes the cache ask every live one, and the rebuild clears what
+    /// was cached before.
+    fn capture_on_this_thread(
+        log: &Captured,
+    ) -> (tracing::Dispatch, tracing::subscriber::DefaultGuard) {
+        let subscriber = |log: Captured| {
+            tracing_subscriber::fmt()
+                .with_writer(move || log.clone())
+                .finish()
+        };
+        let anchor = tracing::Dispatch::new(subscriber(Captured::default()));
+        let guard = tracing::subscriber::set_default(subscriber(log.clone()));
+        tracing::callsite::rebuild_interest_cache();
+        (anchor, guard)
+    }
+
     #[tokio::test]
     async fn a_streamed_query_logs_what_it_spilled_once_drained() {
         // The smallest budget accepted: a pool of 16 MiB, below the 24 MB
@@ -410,11 +432,7 @@ mod tests {
         let frame = ctx.sql("SELECT v FROM numbers ORDER BY v").await.unwrap();
 
         let log = Captured::default();
-        let writer = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let _guard = capture_on_this_thread(&log);
         let stream = logged_stream(frame).await.unwrap();
         let rows: usize = stream
             .try_collect::<Vec<_>>()
