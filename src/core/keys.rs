@@ -243,7 +243,7 @@ impl KeySet {
 }
 
 /// Each row's fingerprint over its key's parts (length-prefixed, null marked).
-fn fingerprints(columns: &[StringArray]) -> Vec<u128> {
+pub(crate) fn fingerprints(columns: &[StringArray]) -> Vec<u128> {
     let rows = rows_of(columns);
     let mut key = Vec::new();
     (0..rows)
@@ -279,7 +279,7 @@ fn key_text(columns: &[ArrayRef], width: Option<usize>, stage: Stage) -> Result<
 }
 
 /// Key columns as text, as keys are compared.
-fn as_text(columns: &[ArrayRef], stage: Stage) -> Result<Vec<StringArray>> {
+pub(crate) fn as_text(columns: &[ArrayRef], stage: Stage) -> Result<Vec<StringArray>> {
     columns
         .iter()
         .map(|column| {

@@ -4,6 +4,7 @@
 
 pub mod counts;
 pub mod digest;
+pub(crate) mod distinct;
 pub mod drop;
 pub mod keys;
 pub(crate) mod merge;

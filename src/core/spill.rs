@@ -150,7 +150,7 @@ impl SpillDir {
     }
 
     /// What each of `buckets` writers gathers before it writes.
-    fn held_per_bucket(&self, buckets: usize) -> usize {
+    pub(crate) fn held_per_bucket(&self, buckets: usize) -> usize {
         (self.held / buckets.max(1)).clamp(MIN_HELD, MAX_HELD)
     }
 }

@@ -9,12 +9,12 @@
 //! holding the month: later runs reuse them, a month that gained or lost a
 //! file is computed afresh, and deleting the folder only costs time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::sync::Arc;
 
-use arrow::array::{Date32Array, Float64Array};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{ArrayRef, Date32Array, Float64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use arrow::record_batch::RecordBatch;
@@ -30,15 +30,16 @@ use crate::config::contract::Contract;
 use crate::config::rules::{MISSING_ENTITIES_METRIC, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::digest::nul_terminated_hex;
+use crate::core::distinct::DistinctCount;
 use crate::core::keys::Buckets;
 use crate::core::spill::{SpillDir, SpilledTable};
-use crate::core::sql::{MemoryBudget, QueryMemory, collect, new_session, register_spilled};
+use crate::core::sql::{MemoryBudget, QueryMemory, new_session, register_spilled};
 use crate::core::sql::{quote, register_frame_on_disk, register_table, run_frame, sql_string};
 use crate::error::{Error, Result};
 use crate::infra::storage::Location;
 use crate::pipeline::background::Background;
 use crate::pipeline::baseline::{
-    CommittedMonth, HeldFiles, files_holding, key_columns, register_history_source,
+    CommittedMonth, HeldFiles, files_holding, register_history_source,
 };
 use crate::stage::Stage;
 
@@ -123,8 +124,6 @@ struct ComparedMonths {
     months: Vec<(NaiveDate, NaiveDate)>,
     /// The columns metrics read, quoted, each followed by a comma.
     metric_columns: String,
-    /// The same and the entity key's.
-    keyed_columns: String,
     /// The contributor and order columns, quoted.
     contributor_column: String,
     order_column: String,
@@ -137,39 +136,43 @@ struct ComparedMonths {
     /// The same, those that count entities summed from `committed_counts`;
     /// `None` when no metric counts entities.
     by_period_in_parts: Option<String>,
-    /// The metrics that count entities, of the rows registered as `committed_part`.
-    counting: String,
+    /// The metrics that count entities: each one's name and the columns
+    /// whose distinct values it counts.
+    counting: Vec<(String, Vec<String>)>,
+    /// The columns the other metrics read: all `committed_rows` holds when
+    /// the counting metrics are counted apart.
+    uncounted_columns: BTreeSet<String>,
 }
 
 /// What measuring a month needs beside the month.
 struct Measuring<'a> {
     contract: &'a Contract,
     memory: &'a QueryMemory,
-    /// The run's budget: a month of more rows than the budget judges whole
-    /// (as a drop: `Buckets::for_rows`, `bucket_rows`) is split by entity
-    /// into parts of a bucket's rows, in spill files in its scratch
-    /// folder, and the metrics that count entities are counted a part at
-    /// a time.
+    /// The run's budget: in a month of more rows than the budget judges
+    /// whole (as a drop: `Buckets::for_rows`, `bucket_rows`), the metrics
+    /// that count entities count their values' fingerprints split into as
+    /// many parts as a drop's buckets, in its scratch folder
+    /// ([`DistinctCount`]).
     budget: &'a MemoryBudget,
 }
 
-/// The tables of a month measured in parts.
-const COMMITTED_PART: &str = "committed_part";
+/// The table of the counts of the metrics that count entities, when they
+/// are counted apart: the period and each one's count.
 const COMMITTED_COUNTS: &str = "committed_counts";
+
+/// The month column of the rows measured (`DATE '...' AS p`), which the
+/// metrics are grouped by.
+const MONTH_COLUMN: &str = "p";
 
 impl ComparedMonths {
     fn new(plan: &Plan, contributor: &str, window: (NaiveDate, NaiveDate)) -> ComparedMonths {
         let measured = committed_metrics(&plan.metrics);
-        let counting: Vec<_> = measured
-            .iter()
-            .filter(|m| m.counts_entities)
-            .cloned()
-            .collect();
+        let (counting, uncounted): (Vec<_>, Vec<_>) =
+            measured.iter().partition(|m| m.counts_entities);
         ComparedMonths {
             contributor: contributor.to_string(),
             months: months_of(window),
             metric_columns: committed_metric_columns(&plan.metrics, &[]),
-            keyed_columns: committed_metric_columns(&plan.metrics, &plan.contract.entity_key),
             contributor_column: quote(&plan.contract.contributor_column),
             order_column: quote(&plan.contract.order_column),
             from: window.0,
@@ -177,7 +180,14 @@ impl ComparedMonths {
             by_period_in_parts: (!counting.is_empty()).then(|| {
                 metrics_by_period_sql(&measured, "committed_rows", Some(COMMITTED_COUNTS))
             }),
-            counting: metrics_by_period_sql(&counting, COMMITTED_PART, None),
+            counting: counting
+                .iter()
+                .map(|m| (m.name.clone(), m.columns.iter().cloned().collect()))
+                .collect(),
+            uncounted_columns: uncounted
+                .iter()
+                .flat_map(|m| m.columns.iter().cloned())
+                .collect(),
         }
     }
 
@@ -188,11 +198,6 @@ impl ComparedMonths {
         self.select_sql(&self.metric_columns, month, table)
     }
 
-    /// The same rows with the entity key too, to split them by entity.
-    fn keyed_rows_sql(&self, month: (NaiveDate, NaiveDate), table: &str) -> String {
-        self.select_sql(&self.keyed_columns, month, table)
-    }
-
     fn select_sql(
         &self,
         columns: &str,
@@ -201,7 +206,7 @@ impl ComparedMonths {
     ) -> String {
         let order = &self.order_column;
         format!(
-            "SELECT {columns}DATE '{start}' AS p FROM {table} \
+            "SELECT {columns}DATE '{start}' AS {MONTH_COLUMN} FROM {table} \
              WHERE {contributor_column} = {contributor} AND {order} >= DATE '{start}' \
                AND {order} < DATE '{end}'",
             contributor_column = self.contributor_column,
@@ -235,16 +240,13 @@ impl ComparedMonths {
             if let Some(parts) = &in_parts {
                 tracing::info!(
                     month = %month.0,
-                    parts = parts.count(),
+                    parts = *parts,
                     estimated_rows = files.rows,
                     "measuring a committed month in parts of entities (resources.memory_limit, resources.bucket_rows)"
                 );
             }
-            let rows_sql = match in_parts {
-                Some(_) => self.keyed_rows_sql(*month, table),
-                None => self.rows_sql(*month, table),
-            };
-            let in_parts = in_parts.map(|parts| (measuring, parts));
+            let rows_sql = self.rows_sql(*month, table);
+            let in_parts = in_parts.map(|parts| (measuring, month.0, parts));
             let batch = self.measure(&ctx, &rows_sql, in_parts).await?;
             if keep {
                 keep_measured(dq_error, &kept, &batch).await;
@@ -258,26 +260,26 @@ impl ComparedMonths {
         Ok(CommittedPeriods { schema, batches })
     }
 
-    /// The parts a month held in `files` is split into, when a metric
-    /// counts entities and the month's rows (at most `files.rows`) are more
-    /// than the budget judges whole (`None`: measured whole).
-    fn parts_of(&self, measuring: &Measuring<'_>, files: &HeldFiles) -> Option<Buckets> {
+    /// The parts the values a month held in `files` counts are split
+    /// into, when a metric counts entities and the month's rows (at most
+    /// `files.rows`) are more than the budget judges whole (`None`:
+    /// measured whole).
+    fn parts_of(&self, measuring: &Measuring<'_>, files: &HeldFiles) -> Option<usize> {
         self.by_period_in_parts.as_ref()?;
         let budget = measuring.budget;
         let rows = usize::try_from(files.rows).unwrap_or(usize::MAX);
-        let buckets = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows))
-            .hashing(measuring.contract.bucket_key_parts());
-        (buckets.count() > 1).then_some(buckets)
+        let parts = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows)).count();
+        (parts > 1).then_some(parts)
     }
 
     /// One month's metrics, measured by `rows_sql` (from Silver or a kept
-    /// month): with `in_parts` (and the entity key among the rows), split
-    /// by entity, the metrics that count entities counted a part at a time.
+    /// month): with `in_parts` (the month's first day and how many parts),
+    /// the metrics that count entities counted apart, in parts.
     async fn measure(
         &self,
         ctx: &SessionContext,
         rows_sql: &str,
-        in_parts: Option<(&Measuring<'_>, Buckets)>,
+        in_parts: Option<(&Measuring<'_>, NaiveDate, usize)>,
     ) -> Result<RecordBatch> {
         let rows = ctx
             .sql(rows_sql)
@@ -308,21 +310,46 @@ impl ComparedMonths {
         arrow::compute::concat_batches(&schema, &batches).map_err(Error::arrow(Stage::Aggregate))
     }
 
-    /// Splits a month's `rows` by entity into `parts` (of `measuring`'s
-    /// contract's key, in its budget's scratch folder) in spill files,
-    /// registers them as `committed_rows` and each part's counts of the
-    /// metrics that count entities as `committed_counts`; the spill folder
-    /// must outlive the queries of the month.
+    /// Streams a month's `rows` once: counts the distinct values of each
+    /// metric that counts entities in `parts` parts ([`DistinctCount`], in
+    /// `measuring`'s budget's scratch folder) and registers the counts as
+    /// `committed_counts` (one row: the month `period` and each count);
+    /// keeps the columns the other metrics read in a spill file registered
+    /// as `committed_rows`. The spill folder must outlive the queries of
+    /// the month.
     async fn count_in_parts(
         &self,
         ctx: &SessionContext,
         rows: datafusion::prelude::DataFrame,
-        (measuring, parts): (&Measuring<'_>, Buckets),
+        (measuring, period, parts): (&Measuring<'_>, NaiveDate, usize),
     ) -> Result<SpillDir> {
         let dir = SpillDir::new(true, measuring.budget.spilling())?;
         let folder = dir.folder("committed-month")?;
-        let schema = Arc::new(rows.schema().as_arrow().clone());
-        let mut writers = dir.bucket_writers((folder.as_deref(), "part"), &parts, &schema)?;
+        let held = dir.held_per_bucket(parts);
+        let mut counts = self
+            .counting
+            .iter()
+            .enumerate()
+            .map(|(i, (_, columns))| {
+                let distinct = dir.folder(&format!("distinct-{i}"))?;
+                let distinct =
+                    DistinctCount::new(parts, (distinct.as_deref(), held), Stage::Aggregate)?;
+                Ok((columns, distinct))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let schema = rows.schema().as_arrow().clone();
+        let kept: Vec<usize> = (0..schema.fields().len())
+            .filter(|&i| {
+                let name = schema.field(i).name();
+                name == MONTH_COLUMN || self.uncounted_columns.contains(name)
+            })
+            .collect();
+        let kept_schema = Arc::new(
+            schema
+                .project(&kept)
+                .map_err(Error::arrow(Stage::Aggregate))?,
+        );
+        let mut writer = dir.writer((folder.as_deref(), "rows"), &kept_schema)?;
         let mut stream = rows
             .execute_stream()
             .await
@@ -332,35 +359,52 @@ impl ComparedMonths {
             .await
             .map_err(Error::query(Stage::Aggregate))?
         {
-            let keys = key_columns(measuring.contract, &batch)?;
-            writers.add(&batch, &keys, Stage::Aggregate)?;
+            for (columns, distinct) in &mut counts {
+                distinct.add(&named_columns(&batch, columns)?)?;
+            }
+            writer.write(
+                &batch
+                    .project(&kept)
+                    .map_err(Error::arrow(Stage::Aggregate))?,
+            )?;
         }
-        let spills = writers.finish()?;
-        let (mut counted, mut counts) = (None, Vec::new());
-        for spill in &spills {
-            let part = (schema.clone(), spill.read()?);
-            register_table(ctx, COMMITTED_PART, part, Stage::Aggregate)?;
-            let frame = ctx
-                .sql(&self.counting)
-                .await
-                .map_err(Error::query(Stage::Aggregate))?;
-            let (part_schema, batches) = collect(frame, Stage::Aggregate).await?;
-            counted = Some(part_schema);
-            counts.extend(batches);
-        }
-        // The last part's rows are not held beside the month's measurement.
-        ctx.deregister_table(COMMITTED_PART)
-            .map_err(Error::query(Stage::Aggregate))?;
-        let counted = counted
-            .ok_or_else(|| Error::Internal("committed periods: a month in no part".into()))?;
-        register_table(ctx, COMMITTED_COUNTS, (counted, counts), Stage::Aggregate)?;
+        let counted = counts
+            .into_iter()
+            .map(|(_, distinct)| distinct.count())
+            .collect::<Result<Vec<u64>>>()?;
+        register_table(
+            ctx,
+            COMMITTED_COUNTS,
+            self.counts_batch(period, &counted)?,
+            Stage::Aggregate,
+        )?;
         let rows = SpilledTable {
-            schema,
-            spills,
+            schema: kept_schema,
+            spills: vec![writer.finish()?],
             folder,
         };
         register_spilled(ctx, "committed_rows", rows, Stage::Aggregate).await?;
         Ok(dir)
+    }
+
+    /// The `committed_counts` of the month `period`: its first day, then
+    /// each counting metric's count.
+    fn counts_batch(
+        &self,
+        period: NaiveDate,
+        counted: &[u64],
+    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let day = period.num_days_from_ce() - UNIX_EPOCH_FROM_CE;
+        let mut fields = vec![Field::new(MONTH_COLUMN, DataType::Date32, false)];
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(Date32Array::from(vec![day]))];
+        for ((name, _), count) in self.counting.iter().zip(counted) {
+            fields.push(Field::new(name, DataType::Float64, false));
+            columns.push(Arc::new(Float64Array::from(vec![*count as f64])));
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let batch = RecordBatch::try_new(schema.clone(), columns)
+            .map_err(Error::arrow(Stage::Aggregate))?;
+        Ok((schema, vec![batch]))
     }
 
     /// The schema of a month's metrics, when there is no month to measure.
@@ -424,6 +468,20 @@ pub(crate) async fn keep_drop_periods(
         .await;
     }
     Ok(())
+}
+
+/// The columns `names` of `batch`, in that order.
+fn named_columns(batch: &RecordBatch, names: &[String]) -> Result<Vec<ArrayRef>> {
+    names
+        .iter()
+        .map(|name| {
+            batch.column_by_name(name).cloned().ok_or_else(|| {
+                Error::Internal(format!(
+                    "committed periods: the month's rows have no column '{name}'"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// One period's metrics as a measurement of a committed month gives them

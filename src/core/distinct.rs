@@ -1,0 +1,219 @@
+//! How many distinct values one or more columns hold over a stream of
+//! batches, counted in bounded memory: as SQL's `count(DISTINCT ...)`, a
+//! row with a null part is not counted.
+//!
+//! Each counted value is reduced to its 128-bit fingerprint (as
+//! [`crate::core::keys::KeySet`] keeps keys: XXH3-128 over the parts as
+//! text, 16 bytes whatever the value) and sent, by the fingerprint's top
+//! bits, to one of several parts; a part's fingerprints are gathered in
+//! memory and appended to the part's file in a spill folder. Equal values
+//! share a fingerprint, hence a part, so the count is the sum of each
+//! part's distinct fingerprints, and each part is sorted and deduplicated
+//! alone: a count holds one part at a time, not every value.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, ArrayRef};
+
+use crate::core::keys::{as_text, fingerprints};
+use crate::error::{Error, Result};
+use crate::stage::Stage;
+
+/// The bytes of one fingerprint in a part's file.
+const PRINT_BYTES: usize = std::mem::size_of::<u128>();
+
+/// A distinct count under way.
+pub(crate) struct DistinctCount {
+    parts: Vec<Part>,
+    /// How many fingerprints a part gathers before it writes them.
+    held: usize,
+    stage: Stage,
+}
+
+/// One part: fingerprints gathered, and the file the rest went to (none
+/// when counted in memory).
+struct Part {
+    held: Vec<u128>,
+    file: Option<(PathBuf, BufWriter<File>)>,
+}
+
+impl DistinctCount {
+    /// A count over `parts` parts, their files in `folder` (`None`: held
+    /// in memory), each part gathering `held_bytes` before it writes;
+    /// `stage` names its errors.
+    pub(crate) fn new(
+        parts: usize,
+        (folder, held_bytes): (Option<&Path>, usize),
+        stage: Stage,
+    ) -> Result<DistinctCount> {
+        let parts = (0..parts.max(1))
+            .map(|index| {
+                let file = match folder {
+                    None => None,
+                    Some(folder) => {
+                        let path = folder.join(format!("distinct-{index}.u128"));
+                        let file = File::create(&path).map_err(io_error(&path))?;
+                        Some((path, BufWriter::new(file)))
+                    }
+                };
+                Ok(Part {
+                    held: Vec::new(),
+                    file,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(DistinctCount {
+            parts,
+            held: (held_bytes / PRINT_BYTES).max(1),
+            stage,
+        })
+    }
+
+    /// Counts the values of one batch's `columns` (one per part of the
+    /// value, of equal length).
+    pub(crate) fn add(&mut self, columns: &[ArrayRef]) -> Result<()> {
+        let text = as_text(columns, self.stage)?;
+        let whole = |row: usize| columns.iter().all(|c| c.is_valid(row));
+        let count = self.parts.len() as u128;
+        for (row, print) in fingerprints(&text).into_iter().enumerate() {
+            if !whole(row) {
+                continue;
+            }
+            // The top 64 bits, scaled to the parts: uniform, as the
+            // fingerprint is.
+            let part = &mut self.parts[(((print >> 64) * count) >> 64) as usize];
+            part.held.push(print);
+            if part.held.len() >= self.held {
+                part.write()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many distinct values were added.
+    pub(crate) fn count(self) -> Result<u64> {
+        let mut distinct = 0u64;
+        for part in self.parts {
+            let mut prints = part.read_all()?;
+            prints.sort_unstable();
+            prints.dedup();
+            distinct += prints.len() as u64;
+        }
+        Ok(distinct)
+    }
+}
+
+impl Part {
+    /// Appends the gathered fingerprints to the part's file (in memory:
+    /// keeps them).
+    fn write(&mut self) -> Result<()> {
+        let Some((path, file)) = self.file.as_mut() else {
+            return Ok(());
+        };
+        for print in self.held.drain(..) {
+            file.write_all(&print.to_le_bytes())
+                .map_err(io_error(path))?;
+        }
+        Ok(())
+    }
+
+    /// Every fingerprint of the part: its file's and those gathered since.
+    fn read_all(self) -> Result<Vec<u128>> {
+        let Some((path, file)) = self.file else {
+            return Ok(self.held);
+        };
+        drop(
+            file.into_inner()
+                .map_err(|e| io_error(&path)(e.into_error()))?,
+        );
+        let bytes = std::fs::read(&path).map_err(io_error(&path))?;
+        let mut prints = Vec::with_capacity(bytes.len() / PRINT_BYTES + self.held.len());
+        prints.extend(bytes.chunks_exact(PRINT_BYTES).map(|chunk| {
+            let mut print = [0u8; PRINT_BYTES];
+            print.copy_from_slice(chunk);
+            u128::from_le_bytes(print)
+        }));
+        drop(bytes);
+        std::fs::remove_file(&path).map_err(io_error(&path))?;
+        prints.extend(self.held);
+        Ok(prints)
+    }
+}
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray};
+
+    use super::*;
+
+    fn count(parts: usize, folder: Option<&Path>, batches: &[Vec<ArrayRef>]) -> u64 {
+        // 32 bytes: every second fingerprint is written.
+        let mut distinct = DistinctCount::new(parts, (folder, 32), Stage::Aggregate).unwrap();
+        for columns in batches {
+            distinct.add(columns).unwrap();
+        }
+        distinct.count().unwrap()
+    }
+
+    fn text(values: &[Option<&str>]) -> ArrayRef {
+        Arc::new(StringArray::from(values.to_vec()))
+    }
+
+    #[test]
+    fn counts_each_value_once_across_batches_and_parts_and_skips_nulls() {
+        let batches = [
+            vec![text(&[Some("a"), Some("b"), None, Some("a")])],
+            vec![text(&[Some("c"), Some("b"), Some("")])],
+        ];
+        let folder = tempfile::tempdir().unwrap();
+        // a, b, c and the empty string; the null is not a value.
+        assert_eq!(count(1, None, &batches), 4);
+        assert_eq!(count(3, None, &batches), 4);
+        assert_eq!(count(3, Some(folder.path()), &batches), 4);
+        assert_eq!(
+            std::fs::read_dir(folder.path()).unwrap().count(),
+            0,
+            "the parts' files are deleted once counted"
+        );
+    }
+
+    #[test]
+    fn many_values_spilled_in_many_parts_count_as_a_set() {
+        let values: Vec<i64> = (0..50_000).map(|v| v % 20_011).collect();
+        let batches: Vec<Vec<ArrayRef>> = values
+            .chunks(4096)
+            .map(|chunk| vec![Arc::new(Int64Array::from(chunk.to_vec())) as ArrayRef])
+            .collect();
+        let folder = tempfile::tempdir().unwrap();
+        assert_eq!(count(7, Some(folder.path()), &batches), 20_011);
+    }
+
+    #[test]
+    fn a_value_of_several_columns_counts_when_no_part_is_null() {
+        let batches = [vec![
+            text(&[Some("a"), Some("a"), Some("a"), None, Some("ab"), Some("a")]),
+            text(&[
+                Some("1"),
+                Some("2"),
+                Some("1"),
+                Some("1"),
+                Some(""),
+                Some("b"),
+            ]),
+        ]];
+        // (a,1) twice, (a,2), (ab,"") and (a,b), which are two values
+        // (parts are length-prefixed); a null part is not counted.
+        assert_eq!(count(2, None, &batches), 4);
+    }
+}
