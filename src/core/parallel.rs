@@ -87,6 +87,43 @@ pub(crate) fn in_parallel<T: Send, R: Send>(
     })
 }
 
+/// Runs `produce` on a thread of its own (named `what`, in the caller's
+/// tracing span), handing each item it gives to `consume` on the calling
+/// thread: the producer works on the next item while the caller consumes
+/// one, and waits for the caller before handing it over, so at most one
+/// item is ever waiting. `produce` gives an item by calling the function
+/// it is passed, which returns false once the caller has stopped (at an
+/// error of `consume`): it should then stop too. The caller's error comes
+/// first, then the producer's; a producer that cannot start or panics is
+/// an error.
+pub(crate) fn one_ahead<T: Send>(
+    what: &str,
+    produce: impl FnOnce(&mut dyn FnMut(T) -> bool) -> Result<()> + Send,
+    mut consume: impl FnMut(T) -> Result<()>,
+) -> Result<()> {
+    let span = tracing::Span::current();
+    std::thread::scope(|scope| {
+        let (send, receive) = std::sync::mpsc::sync_channel::<T>(0);
+        let producer = std::thread::Builder::new()
+            .name(what.to_string())
+            .spawn_scoped(scope, move || {
+                let _entered = span.enter();
+                produce(&mut |item| send.send(item).is_ok())
+            })
+            .map_err(|source| Error::Internal(format!("{what} could not start: {source}")))?;
+        let consumed = receive.iter().try_for_each(&mut consume);
+        // A producer still giving learns the caller has stopped.
+        drop(receive);
+        let produced = producer.join().unwrap_or_else(|panic| {
+            Err(Error::Internal(format!(
+                "{what} panicked: {}",
+                panic_message(panic.as_ref())
+            )))
+        });
+        consumed.and(produced)
+    })
+}
+
 /// What a panic said, when it said it with a string.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
     payload
@@ -144,5 +181,65 @@ mod tests {
         });
         let message = panicked.unwrap_err().to_string();
         assert!(message.contains("panicked: 3 went wrong"), "{message}");
+    }
+
+    #[test]
+    fn one_ahead_hands_every_item_over_in_order() {
+        let mut seen = Vec::new();
+        let produce = |give: &mut dyn FnMut(u32) -> bool| {
+            for item in 0..100 {
+                assert!(give(item), "the caller never stops");
+            }
+            Ok(())
+        };
+        one_ahead("test: a producer", produce, |item| {
+            seen.push(item);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn one_ahead_stops_the_producer_at_the_callers_error_and_reports_it() {
+        let given = std::sync::atomic::AtomicU32::new(0);
+        let produce = |give: &mut dyn FnMut(u32) -> bool| {
+            for item in 0.. {
+                if !give(item) {
+                    return Ok(());
+                }
+                given.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(())
+        };
+        let error = one_ahead("test: a producer", produce, |item| match item {
+            3 => Err(Error::Internal("item 3 is bad".into())),
+            _ => Ok(()),
+        })
+        .unwrap_err();
+        assert!(error.to_string().contains("item 3 is bad"), "{error}");
+        // Items 0 to 3 were taken; the fifth could not be handed over.
+        assert_eq!(given.load(std::sync::atomic::Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn one_ahead_reports_the_producers_error_and_panic() {
+        let failing = |give: &mut dyn FnMut(u32) -> bool| {
+            give(1);
+            Err(Error::Internal("the file ended early".into()))
+        };
+        let error = one_ahead("test: a producer", failing, |_| Ok(())).unwrap_err();
+        assert!(
+            error.to_string().contains("the file ended early"),
+            "{error}"
+        );
+        let panicking = |_: &mut dyn FnMut(u32) -> bool| -> Result<()> { panic!("no more") };
+        let error = one_ahead("test: a producer", panicking, |_| Ok(())).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("test: a producer panicked: no more"),
+            "{error}"
+        );
     }
 }

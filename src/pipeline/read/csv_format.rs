@@ -8,11 +8,13 @@
 //! there; otherwise that piece reads on to the next trusted cut, so a quote
 //! the cut guessed wrong costs time, never a record.
 
+use std::ops::Range;
+
 use super::typing::TypedRows;
 use super::{ParseReject, RawText, TypedTable, map_header};
 use crate::config::contract::Contract;
 use crate::core::drop::DropFile;
-use crate::core::parallel::in_parallel;
+use crate::core::parallel::{in_parallel, one_ahead};
 use crate::error::{Error, Result};
 use crate::pipeline::summary::SchemaDrift;
 
@@ -84,20 +86,31 @@ fn read_in_pieces(
     let release =
         |range: std::ops::Range<usize>| file.release(range.start + skipped..range.end + skipped);
     let (cuts, lines) = cuts(&bytes, body_start, pieces, &release);
-    let mut next = Some(0);
-    while let Some(first) = next {
-        let round = first..(first + pieces.lanes).min(cuts.len());
-        let read: Vec<Piece<'_>> = in_parallel("read: a parsing thread", round.collect(), |i| {
-            file_layout.read_piece((cuts[i], lines[i]), &cuts[i + 1..])
-        })?;
-        let (chain, after) = trusted_pieces(first, read);
-        next = after;
-        let table = typed_table(&file.name, &bytes, chain, std::mem::take(&mut drift))?;
-        tracing::debug!(file = %file.name, rows = table.lines.len(), "parsed a chunk");
+    // The next chunk is parsed while the caller takes this one (spreading
+    // it over a drop's buckets, say).
+    let parse = |give: &mut dyn FnMut((TypedTable, Range<usize>)) -> bool| {
+        let mut next = Some(0);
+        while let Some(first) = next {
+            let round = first..(first + pieces.lanes).min(cuts.len());
+            let read: Vec<Piece<'_>> =
+                in_parallel("read: a parsing thread", round.collect(), |i| {
+                    file_layout.read_piece((cuts[i], lines[i]), &cuts[i + 1..])
+                })?;
+            let (chain, after) = trusted_pieces(first, read);
+            next = after;
+            let table = typed_table(&file.name, &bytes, chain, std::mem::take(&mut drift))?;
+            tracing::debug!(file = %file.name, rows = table.lines.len(), "parsed a chunk");
+            if !give((table, cuts[first]..next.map_or(bytes.len(), |n| cuts[n]))) {
+                break;
+            }
+        }
+        Ok(())
+    };
+    one_ahead("read: the parsing thread", parse, |(table, parsed)| {
         chunk(table)?;
-        release(cuts[first]..next.map_or(bytes.len(), |n| cuts[n]));
-    }
-    Ok(())
+        release(parsed);
+        Ok(())
+    })
 }
 
 /// The pieces of one chain, as one table of typed rows.

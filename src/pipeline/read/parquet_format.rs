@@ -23,7 +23,7 @@ use super::{RawText, TypedTable, map_header};
 use crate::config::contract::{Column, ColumnType, Contract};
 use crate::config::values::{parse_date, to_text};
 use crate::core::drop::DropFile;
-use crate::core::parallel::in_parallel;
+use crate::core::parallel::{in_parallel, one_ahead};
 use crate::error::{Error, Result};
 use crate::pipeline::summary::SchemaDrift;
 
@@ -67,19 +67,31 @@ fn read_in_chunks(
         .iter()
         .zip(positions.iter().copied())
         .collect();
-    let mut first_row = 0u64;
-    for groups in chunks(builder.metadata().row_groups(), chunk_rows) {
-        let table = read_groups(file, &columns, (&groups, first_row))?;
-        first_row += table.lines.len() as u64;
-        chunk(TypedTable {
-            drift: std::mem::take(&mut drift),
-            ..table
-        })?;
+    // The next chunk is read while the caller takes this one (spreading it
+    // over a drop's buckets, say).
+    let chunks = chunks(builder.metadata().row_groups(), chunk_rows);
+    let read = |give: &mut dyn FnMut(TypedTable) -> bool| {
+        let mut first_row = 0u64;
+        for groups in chunks {
+            let table = read_groups(file, &columns, (&groups, first_row))?;
+            first_row += table.lines.len() as u64;
+            let table = TypedTable {
+                drift: std::mem::take(&mut drift),
+                ..table
+            };
+            if !give(table) {
+                break;
+            }
+        }
+        Ok(())
+    };
+    one_ahead("read: the Parquet reading thread", read, |table| {
+        chunk(table)?;
         // The row groups read go back to the system (a file copied to
         // local disk is never held whole).
         file.release(0..file.bytes.len());
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The file's row groups, gathered into chunks of at least `chunk_rows`
