@@ -29,6 +29,10 @@ pub(crate) struct Context<'a> {
     /// Where this run writes its dq_error files: `dq_error`, or for a dry
     /// run a scratch store that vanishes with it (invariant 12).
     pub(crate) dq_out: Location,
+    /// A dry run's scratch store: a folder of the scratch folder (not
+    /// memory: a drop's rows set aside are as many as its rows), deleted
+    /// with the context.
+    _dry_run_dq: Option<tempfile::TempDir>,
     pub(crate) catalog: Arc<dyn Catalog>,
     /// Silver; for a dry run as it is, never created nor altered: a table
     /// not there yet is an empty one in memory, a schema the contract
@@ -54,10 +58,15 @@ pub(super) async fn open<'a>(
     let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
     let bronze = stores.open(&plan.storage.bronze, "storage.bronze")?;
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
-    let dq_out = if dry_run {
-        stores.open("memory:///", "dry run scratch")?
+    let (dq_out, dry_run_dq) = if dry_run {
+        let folder = dry_run_folder(plan, "dq-error")?;
+        let url = url::Url::from_directory_path(folder.path()).map_err(|()| Error::Io {
+            path: folder.path().to_path_buf(),
+            source: std::io::Error::other("not an absolute local folder"),
+        })?;
+        (stores.open(url.as_str(), "dry run scratch")?, Some(folder))
     } else {
-        dq_error.clone()
+        (dq_error.clone(), None)
     };
     let (catalog, EvolvedTable { table, evolution }) = if dry_run {
         let catalog = connect_for_dry_run(&plan.catalog, &stores).await?;
@@ -81,11 +90,31 @@ pub(super) async fn open<'a>(
         bronze,
         dq_error,
         dq_out,
+        _dry_run_dq: dry_run_dq,
         catalog,
         silver: table,
         evolution,
         memory,
     })
+}
+
+/// A new folder `silverline-dry-run-<what>-*` of the scratch folder
+/// (`[resources] scratch_dir`, else the system's temporary folder), where
+/// a dry run writes what a run would store (its dq_error files, its Silver
+/// data files); deleted when dropped.
+pub(super) fn dry_run_folder(plan: &Plan, what: &str) -> Result<tempfile::TempDir> {
+    let parent = plan
+        .resources
+        .scratch_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir);
+    tempfile::Builder::new()
+        .prefix(&format!("silverline-dry-run-{what}-"))
+        .tempdir_in(&parent)
+        .map_err(|source| Error::Io {
+            path: parent,
+            source,
+        })
 }
 
 /// Silver as the contract would create it, with no snapshot, in memory: what
@@ -121,4 +150,48 @@ pub(super) async fn reload_silver(context: &Context<'_>) -> Result<Table> {
         .load_table(&ident)
         .await
         .map_err(Error::catalog("load-table", ident.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The folders of `dir`'s whose names start with `prefix`.
+    fn folders(dir: &std::path::Path, prefix: &str) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                let name = path.file_name().unwrap().to_string_lossy();
+                name.starts_with(prefix)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_writes_its_dq_error_files_to_the_scratch_folder_and_leaves_none() {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut plan =
+            crate::config::load_plan(std::path::Path::new("config/credit_statements.toml"))
+                .expect("the shipped config");
+        plan.resources.scratch_dir = Some(scratch.path().to_path_buf());
+        let bank_a = DropRef::new("BANK_A", "2026-01").unwrap();
+        let context = open(&plan, &bank_a, true).await.unwrap();
+        // Not memory: a drop's rows set aside are as many as its rows.
+        context
+            .dq_out
+            .put("quarantine/rows.csv", b"a,b\n".to_vec())
+            .await
+            .unwrap();
+        let made = folders(scratch.path(), "silverline-dry-run-dq-error-");
+        let [folder] = made.as_slice() else {
+            panic!("one dry-run folder in the scratch folder: {made:?}");
+        };
+        assert_eq!(
+            std::fs::read(folder.join("quarantine/rows.csv")).unwrap(),
+            b"a,b\n"
+        );
+        drop(context);
+        assert!(!folder.exists(), "deleted with the run's context");
+    }
 }

@@ -175,7 +175,14 @@ pub(super) async fn judge_and_write(
         Some((_, relocated)) => relocated,
         None => silver,
     };
-    let mut router = route::Router::new(&plan.contract, &stamp, (plan.mask_sensitive, &spill));
+    // Rows set aside wait on disk whatever the drop's size: every row of a
+    // drop judged whole may be set aside, beside the drop held whole.
+    let set_aside_spill = SpillDir::new(true, plan.resources.spilling())?;
+    let mut router = route::Router::new(
+        &plan.contract,
+        &stamp,
+        (plan.mask_sensitive, &set_aside_spill),
+    );
     let mut writers = datafile::SilverWriters::open(sink, &place.run_id);
     // A drop judged in buckets is too large to keep in memory.
     let keep = handover.keep && buckets.count() == 1;

@@ -3,8 +3,8 @@
 //! In: judged rows, bucket by bucket, and the read stage's parse rejects.
 //! Out: each bucket's Silver rows, stripped to the contract's columns
 //! (DESIGN.md invariant 3), then [`Routed`]: the rows set aside per
-//! destination (kept in the run's spill folder when it judges in buckets)
-//! in the dq_error shape: every contract
+//! destination (written as they are routed to spill files of the scratch
+//! folder, whatever the drop's size) in the dq_error shape: every contract
 //! column, provenance, the raw record of unparseable lines, the errors as
 //! JSON, the run id and a timestamp. Every row lands in exactly one place.
 
@@ -23,7 +23,7 @@ use serde_json::json;
 use crate::config::contract::Contract;
 use crate::config::rules::Severity;
 use crate::core::set_aside::SetAside;
-use crate::core::spill::{SpillDir, SpilledTable};
+use crate::core::spill::{SpillDir, SpillWriter, SpilledTable};
 use crate::error::{Error, Result};
 use crate::exceptions::record::ExceptionIds;
 use crate::pipeline::evaluate::DQ_SEVERITY;
@@ -101,8 +101,8 @@ pub fn dq_schema(contract: &Contract) -> SchemaRef {
 
 /// Sends a drop's judged rows to their destinations, bucket after bucket:
 /// Silver's rows go back to be written, the rows set aside are kept (in
-/// the run's spill folder when it has one) until every bucket is routed,
-/// each bucket's as one run in the drop's order.
+/// the spill folder it is given) until every bucket is routed, each
+/// bucket's as one run in the drop's order.
 pub struct Router<'a> {
     contract: &'a Contract,
     schema: SchemaRef,
@@ -117,6 +117,10 @@ pub struct Router<'a> {
 
 /// Rows per batch of a run kept: a merge holds one batch of each run.
 const RUN_BATCH_ROWS: usize = 4096;
+
+/// Judged rows routed at once: their rows set aside, in the dq_error
+/// shape, are written to their runs before the next slice is routed.
+const ROUTED_ROWS: usize = 16 * RUN_BATCH_ROWS;
 
 impl<'a> Router<'a> {
     /// Nothing routed yet; rows set aside will be kept in `spill`, their
@@ -138,49 +142,74 @@ impl<'a> Router<'a> {
         }
     }
 
-    /// Routes one bucket's judged rows (in the drop's order); returns its
-    /// Silver rows, stripped to the contract's columns.
+    /// Routes one bucket's judged rows (in the drop's order), a slice of
+    /// them at a time; returns its Silver rows, stripped to the contract's
+    /// columns. Each destination's rows are written to its run as they are
+    /// routed: a bucket whose every row is set aside is never held twice.
     pub fn route(&mut self, judged: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
         let mut silver = Vec::with_capacity(judged.len());
-        let mut set_aside: BTreeMap<SetAside, Vec<RecordBatch>> = BTreeMap::new();
+        let mut runs: BTreeMap<SetAside, SpillWriter> = BTreeMap::new();
         for batch in judged {
-            let severity = worst_severities(batch)?;
-            let destinations: Vec<Option<SetAside>> =
-                severity.iter().map(|s| set_aside_for(*s)).collect();
-            let to_silver: BooleanArray = destinations.iter().map(|d| Some(d.is_none())).collect();
-            self.warned += severity
-                .iter()
-                .filter(|s| **s == Some(Severity::Warn))
-                .count() as u64;
-            silver.push(contract_columns(
-                self.contract,
-                &filter(batch, &to_silver)?,
-            )?);
-            for destination in SetAside::ALL {
-                let mask: BooleanArray = destinations
-                    .iter()
-                    .map(|d| Some(*d == Some(destination)))
-                    .collect();
-                let rows = filter(batch, &mask)?;
-                if rows.num_rows() > 0 {
-                    let rows = dq_rows(self.contract, &self.schema, &rows, self.stamp)?;
-                    set_aside.entry(destination).or_default().push(rows);
-                }
+            for start in (0..batch.num_rows()).step_by(ROUTED_ROWS) {
+                let slice = batch.slice(start, ROUTED_ROWS.min(batch.num_rows() - start));
+                silver.push(self.route_slice(&slice, &mut runs)?);
             }
         }
-        for (destination, batches) in set_aside {
-            self.keep(destination, batches.into_iter().map(Ok))?;
+        for (destination, run) in runs {
+            self.close_run(destination, run)?;
         }
         Ok(silver)
     }
 
+    /// Routes `batch`: its rows set aside written to their destinations'
+    /// `runs` (opened as needed), its Silver rows returned.
+    fn route_slice(
+        &mut self,
+        batch: &RecordBatch,
+        runs: &mut BTreeMap<SetAside, SpillWriter>,
+    ) -> Result<RecordBatch> {
+        let severity = worst_severities(batch)?;
+        let destinations: Vec<Option<SetAside>> =
+            severity.iter().map(|s| set_aside_for(*s)).collect();
+        let to_silver: BooleanArray = destinations.iter().map(|d| Some(d.is_none())).collect();
+        self.warned += severity
+            .iter()
+            .filter(|s| **s == Some(Severity::Warn))
+            .count() as u64;
+        for destination in SetAside::ALL {
+            let mask: BooleanArray = destinations
+                .iter()
+                .map(|d| Some(*d == Some(destination)))
+                .collect();
+            let rows = filter(batch, &mask)?;
+            if rows.num_rows() > 0 {
+                let rows = dq_rows(self.contract, &self.schema, &rows, self.stamp)?;
+                let run = match runs.entry(destination) {
+                    Entry::Occupied(run) => run.into_mut(),
+                    Entry::Vacant(new) => new.insert(self.open_run(destination)?),
+                };
+                self.write_to_run(run, &rows)?;
+            }
+        }
+        contract_columns(self.contract, &filter(batch, &to_silver)?)
+    }
+
     /// Keeps `batches` (in the dq_error shape, in the drop's order) as one
-    /// run of `destination`, masked if so, in small batches.
+    /// run of `destination`.
     fn keep(
         &mut self,
         destination: SetAside,
         batches: impl Iterator<Item = Result<RecordBatch>>,
     ) -> Result<()> {
+        let mut run = self.open_run(destination)?;
+        for batch in batches {
+            self.write_to_run(&mut run, &batch?)?;
+        }
+        self.close_run(destination, run)
+    }
+
+    /// A new run of `destination`, in its folder of the spill folder.
+    fn open_run(&mut self, destination: SetAside) -> Result<SpillWriter> {
         let kept = match self.set_aside.entry(destination) {
             Entry::Occupied(kept) => kept.into_mut(),
             Entry::Vacant(new) => {
@@ -196,21 +225,33 @@ impl<'a> Router<'a> {
         };
         let name = format!("run-{}", self.runs);
         self.runs += 1;
-        let mut writer = self
-            .spill
-            .writer((kept.folder.as_deref(), &name), &self.schema)?;
-        for batch in batches {
-            let batch = batch?;
-            let batch = match self.mask_sensitive {
-                true => mask_set_aside(self.contract, &batch)?,
-                false => batch,
-            };
-            for start in (0..batch.num_rows()).step_by(RUN_BATCH_ROWS) {
-                let rows = RUN_BATCH_ROWS.min(batch.num_rows() - start);
-                writer.write(&batch.slice(start, rows))?;
-            }
+        self.spill
+            .writer((kept.folder.as_deref(), &name), &self.schema)
+    }
+
+    /// Adds `batch` (in the dq_error shape) to `run`, masked if so, in
+    /// small batches.
+    fn write_to_run(&self, run: &mut SpillWriter, batch: &RecordBatch) -> Result<()> {
+        let batch = match self.mask_sensitive {
+            true => mask_set_aside(self.contract, batch)?,
+            false => batch.clone(),
+        };
+        for start in (0..batch.num_rows()).step_by(RUN_BATCH_ROWS) {
+            let rows = RUN_BATCH_ROWS.min(batch.num_rows() - start);
+            run.write(&batch.slice(start, rows))?;
         }
-        kept.spills.push(writer.finish()?);
+        Ok(())
+    }
+
+    /// Adds the finished `run` to `destination`'s.
+    fn close_run(&mut self, destination: SetAside, run: SpillWriter) -> Result<()> {
+        let kept = self.set_aside.get_mut(&destination).ok_or_else(|| {
+            Error::Internal(format!(
+                "route: a run of {} never opened",
+                destination.kind()
+            ))
+        })?;
+        kept.spills.push(run.finish()?);
         Ok(())
     }
 
