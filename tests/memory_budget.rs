@@ -159,10 +159,12 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     assert!(!text.contains(bucketed), "{text}");
     let in_parts = "measuring a committed month in parts of entities";
     assert_eq!(text.matches(in_parts).count(), 2, "{text}");
-    // Each month's rows as its files' manifests count them, in 13 parts.
+    // Each month's rows as its files' manifests count them (more than the
+    // 64 MiB budget judges whole), their accounts' fingerprints counted in
+    // parts of at most 1 MiB (a sixty-fourth of it): 3.2 MB in 4.
     for month in [
-        "2026-01-01 parts=13 estimated_rows=200000",
-        "2026-02-01 parts=13 estimated_rows=199999",
+        "2026-01-01 parts=4 estimated_rows=200000",
+        "2026-02-01 parts=4 estimated_rows=199999",
     ] {
         assert!(text.contains(&format!("month={month}")), "{text}");
     }

@@ -12,7 +12,7 @@
 //! alone: a count holds one part at a time, not every value.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, ArrayRef};
@@ -40,6 +40,19 @@ struct Part {
 }
 
 impl DistinctCount {
+    /// How many parts `values` values are counted in so that each part,
+    /// once read back, holds at most a sixty-fourth of `memory_limit`
+    /// (bytes; 16 MiB of the default 1 GiB): at least 1, at most 256.
+    pub(crate) fn parts_for(values: usize, memory_limit: u64) -> usize {
+        let part_bytes = usize::try_from(memory_limit / 64)
+            .unwrap_or(usize::MAX)
+            .max(PRINT_BYTES);
+        values
+            .saturating_mul(PRINT_BYTES)
+            .div_ceil(part_bytes)
+            .clamp(1, 256)
+    }
+
     /// A count over `parts` parts, their files in `folder` (`None`: held
     /// in memory), each part gathering `held_bytes` before it writes;
     /// `stage` names its errors.
@@ -75,7 +88,8 @@ impl DistinctCount {
     /// value, of equal length).
     pub(crate) fn add(&mut self, columns: &[ArrayRef]) -> Result<()> {
         let text = as_text(columns, self.stage)?;
-        let whole = |row: usize| columns.iter().all(|c| c.is_valid(row));
+        // The text's nulls: those of a dictionary's values too.
+        let whole = |row: usize| text.iter().all(|c| c.is_valid(row));
         let count = self.parts.len() as u128;
         for (row, print) in fingerprints(&text).into_iter().enumerate() {
             if !whole(row) {
@@ -119,24 +133,26 @@ impl Part {
         Ok(())
     }
 
-    /// Every fingerprint of the part: its file's and those gathered since.
+    /// Every fingerprint of the part: its file's (read in small pieces,
+    /// so the part is held once) and those gathered since.
     fn read_all(self) -> Result<Vec<u128>> {
         let Some((path, file)) = self.file else {
             return Ok(self.held);
         };
-        drop(
-            file.into_inner()
-                .map_err(|e| io_error(&path)(e.into_error()))?,
-        );
-        let bytes = std::fs::read(&path).map_err(io_error(&path))?;
-        let mut prints = Vec::with_capacity(bytes.len() / PRINT_BYTES + self.held.len());
-        prints.extend(bytes.chunks_exact(PRINT_BYTES).map(|chunk| {
-            let mut print = [0u8; PRINT_BYTES];
-            print.copy_from_slice(chunk);
-            u128::from_le_bytes(print)
-        }));
-        drop(bytes);
-        std::fs::remove_file(&path).map_err(io_error(&path))?;
+        let io = io_error(&path);
+        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
+        let written = file.metadata().map_err(&io)?.len();
+        drop(file);
+        let count = usize::try_from(written).unwrap_or(usize::MAX) / PRINT_BYTES;
+        let mut prints = Vec::with_capacity(count + self.held.len());
+        let mut reader = BufReader::new(File::open(&path).map_err(&io)?);
+        let mut print = [0u8; PRINT_BYTES];
+        for _ in 0..count {
+            reader.read_exact(&mut print).map_err(&io)?;
+            prints.push(u128::from_le_bytes(print));
+        }
+        drop(reader);
+        std::fs::remove_file(&path).map_err(&io)?;
         prints.extend(self.held);
         Ok(prints)
     }
@@ -186,6 +202,19 @@ mod tests {
             0,
             "the parts' files are deleted once counted"
         );
+    }
+
+    #[test]
+    fn parts_hold_a_sixty_fourth_of_the_budget_each() {
+        const GIB: u64 = 1 << 30;
+        // 16 MiB parts: a million fingerprints each.
+        assert_eq!(DistinctCount::parts_for(0, GIB), 1);
+        assert_eq!(DistinctCount::parts_for(1 << 20, GIB), 1);
+        assert_eq!(DistinctCount::parts_for((1 << 20) + 1, GIB), 2);
+        assert_eq!(DistinctCount::parts_for(20_000_000, GIB), 20);
+        // 1 MiB parts of 64 MiB; never more than 256.
+        assert_eq!(DistinctCount::parts_for(200_000, 64 << 20), 4);
+        assert_eq!(DistinctCount::parts_for(usize::MAX, 64 << 20), 256);
     }
 
     #[test]

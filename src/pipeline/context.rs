@@ -60,10 +60,14 @@ pub(super) async fn open<'a>(
     let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
     let (dq_out, dry_run_dq) = if dry_run {
         let folder = dry_run_folder(plan, "dq-error")?;
-        let url = url::Url::from_directory_path(folder.path()).map_err(|()| Error::Io {
+        let io = |source| Error::Io {
             path: folder.path().to_path_buf(),
-            source: std::io::Error::other("not an absolute local folder"),
-        })?;
+            source,
+        };
+        // Canonical: the store writes where the folder deleted is.
+        let path = std::fs::canonicalize(folder.path()).map_err(io)?;
+        let url = url::Url::from_directory_path(&path)
+            .map_err(|()| io(std::io::Error::other("not an absolute local folder")))?;
         (stores.open(url.as_str(), "dry run scratch")?, Some(folder))
     } else {
         (dq_error.clone(), None)

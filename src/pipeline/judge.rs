@@ -11,7 +11,7 @@ use iceberg::table::Table;
 use super::background::Background;
 use super::baseline::{Bucket, CommittedMonth, Missing, MonthKeeper, ReadColumns, SpilledHistory};
 use super::claim::Claim;
-use super::context::Context;
+use super::context::{self, Context};
 use super::evaluate::aggregate::{DropMetricRows, Rows};
 use super::evaluate::committed::CommittedPeriods;
 use super::evaluate::reference::KnownKeys;
@@ -20,6 +20,7 @@ use super::route::RunStamp;
 use super::summary::{MissingEntities, Summary};
 use super::write::MISSING_OUTPUT;
 use super::{RunOptions, balance, baseline, evaluate, read, route, write};
+use crate::config::Plan;
 use crate::config::engine::CONTRIBUTOR_RULE;
 use crate::config::rules::{Rule, Scope, Severity};
 use crate::core::keys::Buckets;
@@ -168,7 +169,7 @@ pub(super) async fn judge_and_write(
     // A dry run's Silver data files are written (and counted) in a local
     // scratch folder, deleted when the judgement ends.
     let scratch = match options.dry_run {
-        true => Some(dry_run_scratch(silver)?),
+        true => Some(dry_run_scratch(plan, silver)?),
         false => None,
     };
     let sink = match &scratch {
@@ -527,14 +528,8 @@ pub(super) fn stop_on_fail_rules(outcomes: &[RuleOutcome]) -> Result<()> {
 }
 
 /// A scratch folder for a dry run's Silver files, and Silver relocated there.
-fn dry_run_scratch(silver: &Table) -> Result<(tempfile::TempDir, Table)> {
-    let dir = tempfile::Builder::new()
-        .prefix("silverline-dry-run-")
-        .tempdir()
-        .map_err(|source| Error::Io {
-            path: std::env::temp_dir(),
-            source,
-        })?;
+fn dry_run_scratch(plan: &Plan, silver: &Table) -> Result<(tempfile::TempDir, Table)> {
+    let dir = context::dry_run_folder(plan, "silver")?;
     let relocated = datafile::in_scratch(silver, dir.path())?;
     Ok((dir, relocated))
 }

@@ -238,6 +238,8 @@ impl ComparedMonths {
             let table = CommittedMonth::table_for(carried, *month);
             let in_parts = self.parts_of(measuring, &files);
             if let Some(parts) = &in_parts {
+                // The parts are those of the counted values' fingerprints
+                // (the message is older, and operators grep for it).
                 tracing::info!(
                     month = %month.0,
                     parts = *parts,
@@ -268,8 +270,8 @@ impl ComparedMonths {
         self.by_period_in_parts.as_ref()?;
         let budget = measuring.budget;
         let rows = usize::try_from(files.rows).unwrap_or(usize::MAX);
-        let parts = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows)).count();
-        (parts > 1).then_some(parts)
+        let judged_whole = Buckets::for_rows(rows, (budget.bytes, budget.bucket_rows)).count() == 1;
+        (!judged_whole).then(|| DistinctCount::parts_for(rows, budget.bytes))
     }
 
     /// One month's metrics, measured by `rows_sql` (from Silver or a kept

@@ -64,8 +64,8 @@ pub fn committed_metrics(metrics: &[Metric]) -> Vec<Metric> {
 /// metric, joined on the period: a metric counting distinct values is then
 /// planned as a plain GROUP BY, far cheaper than a distinct accumulator);
 /// with `parts` (a table of the period and each metric that counts
-/// entities, one row per part of the rows split by entity), those metrics
-/// are the sums of their parts' counts.
+/// entities: one row per bucket of a drop's rows, or per committed month
+/// counted apart), those metrics are the sums of its counts.
 pub fn metrics_by_period_sql(metrics: &[Metric], table: &str, parts: Option<&str>) -> String {
     let metric_tables: String = metrics
         .iter()

@@ -74,6 +74,9 @@ fn read_in_chunks(
         let mut first_row = 0u64;
         for groups in chunks {
             let table = read_groups(file, &columns, (&groups, first_row))?;
+            // The row groups read go back to the system (a file copied to
+            // local disk is never held whole); the table holds its values.
+            file.release(0..file.bytes.len());
             first_row += table.lines.len() as u64;
             let table = TypedTable {
                 drift: std::mem::take(&mut drift),
@@ -85,13 +88,7 @@ fn read_in_chunks(
         }
         Ok(())
     };
-    one_ahead("read: the Parquet reading thread", read, |table| {
-        chunk(table)?;
-        // The row groups read go back to the system (a file copied to
-        // local disk is never held whole).
-        file.release(0..file.bytes.len());
-        Ok(())
-    })
+    one_ahead("read: the Parquet reading thread", read, chunk)
 }
 
 /// The file's row groups, gathered into chunks of at least `chunk_rows`
