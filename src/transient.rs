@@ -69,6 +69,24 @@ pub fn with_columns(
     arrow::record_batch::RecordBatch::try_new(schema, columns).map_err(crate::Error::arrow(stage))
 }
 
+/// The columns `names` of `batch`, in that order; one missing is a bug,
+/// named with `stage`.
+pub fn named_columns(
+    batch: &arrow::record_batch::RecordBatch,
+    names: &[String],
+    stage: Stage,
+) -> crate::Result<Vec<arrow::array::ArrayRef>> {
+    names
+        .iter()
+        .map(|name| {
+            batch
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| crate::Error::Internal(format!("{stage}: column {name} is missing")))
+        })
+        .collect()
+}
+
 /// A text column of `value` on each of `rows` rows (a drop's contributor,
 /// file, run id), its buffers allocated once at their exact size.
 pub fn repeated_text(value: &str, rows: usize) -> arrow::array::StringArray {

@@ -32,11 +32,11 @@ pub(crate) struct DistinctCount {
     stage: Stage,
 }
 
-/// One part: fingerprints gathered, and the file the rest went to (none
-/// when counted in memory).
+/// One part: fingerprints gathered, and the file the rest went to.
 struct Part {
     held: Vec<u128>,
-    file: Option<(PathBuf, BufWriter<File>)>,
+    path: PathBuf,
+    file: BufWriter<File>,
 }
 
 impl DistinctCount {
@@ -53,27 +53,21 @@ impl DistinctCount {
             .clamp(1, 256)
     }
 
-    /// A count over `parts` parts, their files in `folder` (`None`: held
-    /// in memory), each part gathering `held_bytes` before it writes;
-    /// `stage` names its errors.
+    /// A count over `parts` parts, their files in `folder`, each part
+    /// gathering `held_bytes` before it writes; `stage` names its errors.
     pub(crate) fn new(
         parts: usize,
-        (folder, held_bytes): (Option<&Path>, usize),
+        (folder, held_bytes): (&Path, usize),
         stage: Stage,
     ) -> Result<DistinctCount> {
         let parts = (0..parts.max(1))
             .map(|index| {
-                let file = match folder {
-                    None => None,
-                    Some(folder) => {
-                        let path = folder.join(format!("distinct-{index}.u128"));
-                        let file = File::create(&path).map_err(io_error(&path))?;
-                        Some((path, BufWriter::new(file)))
-                    }
-                };
+                let path = folder.join(format!("distinct-{index}.u128"));
+                let file = File::create(&path).map_err(io_error(&path))?;
                 Ok(Part {
                     held: Vec::new(),
-                    file,
+                    path,
+                    file: BufWriter::new(file),
                 })
             })
             .collect::<Result<_>>()?;
@@ -120,15 +114,12 @@ impl DistinctCount {
 }
 
 impl Part {
-    /// Appends the gathered fingerprints to the part's file (in memory:
-    /// keeps them).
+    /// Appends the gathered fingerprints to the part's file.
     fn write(&mut self) -> Result<()> {
-        let Some((path, file)) = self.file.as_mut() else {
-            return Ok(());
-        };
         for print in self.held.drain(..) {
-            file.write_all(&print.to_le_bytes())
-                .map_err(io_error(path))?;
+            self.file
+                .write_all(&print.to_le_bytes())
+                .map_err(io_error(&self.path))?;
         }
         Ok(())
     }
@@ -136,23 +127,20 @@ impl Part {
     /// Every fingerprint of the part: its file's (read in small pieces,
     /// so the part is held once) and those gathered since.
     fn read_all(self) -> Result<Vec<u128>> {
-        let Some((path, file)) = self.file else {
-            return Ok(self.held);
-        };
-        let io = io_error(&path);
-        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
+        let io = io_error(&self.path);
+        let file = self.file.into_inner().map_err(|e| io(e.into_error()))?;
         let written = file.metadata().map_err(&io)?.len();
         drop(file);
         let count = usize::try_from(written).unwrap_or(usize::MAX) / PRINT_BYTES;
         let mut prints = Vec::with_capacity(count + self.held.len());
-        let mut reader = BufReader::new(File::open(&path).map_err(&io)?);
+        let mut reader = BufReader::new(File::open(&self.path).map_err(&io)?);
         let mut print = [0u8; PRINT_BYTES];
         for _ in 0..count {
             reader.read_exact(&mut print).map_err(&io)?;
             prints.push(u128::from_le_bytes(print));
         }
         drop(reader);
-        std::fs::remove_file(&path).map_err(&io)?;
+        std::fs::remove_file(&self.path).map_err(&io)?;
         prints.extend(self.held);
         Ok(prints)
     }
@@ -173,9 +161,17 @@ mod tests {
 
     use super::*;
 
-    fn count(parts: usize, folder: Option<&Path>, batches: &[Vec<ArrayRef>]) -> u64 {
+    fn count(parts: usize, folder: &Path, batches: &[Vec<ArrayRef>]) -> u64 {
         // 32 bytes: every second fingerprint is written.
-        let mut distinct = DistinctCount::new(parts, (folder, 32), Stage::Aggregate).unwrap();
+        counted_holding(32, (parts, folder), batches)
+    }
+
+    fn counted_holding(
+        held: usize,
+        (parts, folder): (usize, &Path),
+        batches: &[Vec<ArrayRef>],
+    ) -> u64 {
+        let mut distinct = DistinctCount::new(parts, (folder, held), Stage::Aggregate).unwrap();
         for columns in batches {
             distinct.add(columns).unwrap();
         }
@@ -194,9 +190,10 @@ mod tests {
         ];
         let folder = tempfile::tempdir().unwrap();
         // a, b, c and the empty string; the null is not a value.
-        assert_eq!(count(1, None, &batches), 4);
-        assert_eq!(count(3, None, &batches), 4);
-        assert_eq!(count(3, Some(folder.path()), &batches), 4);
+        assert_eq!(count(1, folder.path(), &batches), 4);
+        assert_eq!(count(3, folder.path(), &batches), 4);
+        // Nothing written yet: every value still gathered when counted.
+        assert_eq!(counted_holding(1 << 20, (3, folder.path()), &batches), 4);
         assert_eq!(
             std::fs::read_dir(folder.path()).unwrap().count(),
             0,
@@ -225,7 +222,7 @@ mod tests {
             .map(|chunk| vec![Arc::new(Int64Array::from(chunk.to_vec())) as ArrayRef])
             .collect();
         let folder = tempfile::tempdir().unwrap();
-        assert_eq!(count(7, Some(folder.path()), &batches), 20_011);
+        assert_eq!(count(7, folder.path(), &batches), 20_011);
     }
 
     #[test]
@@ -243,6 +240,7 @@ mod tests {
         ]];
         // (a,1) twice, (a,2), (ab,"") and (a,b), which are two values
         // (parts are length-prefixed); a null part is not counted.
-        assert_eq!(count(2, None, &batches), 4);
+        let folder = tempfile::tempdir().unwrap();
+        assert_eq!(count(2, folder.path(), &batches), 4);
     }
 }

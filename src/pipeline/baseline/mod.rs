@@ -378,16 +378,7 @@ fn project(batch: &RecordBatch, names: &BTreeSet<String>) -> Result<RecordBatch>
 
 /// The entity key columns of `batch`.
 pub(crate) fn key_columns(contract: &Contract, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-    contract
-        .entity_key
-        .iter()
-        .map(|c| {
-            batch
-                .column_by_name(c)
-                .cloned()
-                .ok_or_else(|| Error::Internal(format!("baseline: key column {c} is missing")))
-        })
-        .collect()
+    crate::transient::named_columns(batch, &contract.entity_key, Stage::Baseline)
 }
 
 /// Committed rows the LAG reads, each with its drop entity: the `prev`

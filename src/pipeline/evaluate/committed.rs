@@ -42,6 +42,7 @@ use crate::pipeline::baseline::{
     CommittedMonth, HeldFiles, files_holding, register_history_source,
 };
 use crate::stage::Stage;
+use crate::transient::named_columns;
 
 /// Each committed period's metrics (one row per period: the period, then
 /// each metric), for the periods a drop is compared with.
@@ -333,9 +334,10 @@ impl ComparedMonths {
             .iter()
             .enumerate()
             .map(|(i, (_, columns))| {
-                let distinct = dir.folder(&format!("distinct-{i}"))?;
-                let distinct =
-                    DistinctCount::new(parts, (distinct.as_deref(), held), Stage::Aggregate)?;
+                let folder = dir.folder(&format!("distinct-{i}"))?.ok_or_else(|| {
+                    Error::Internal("committed periods: a spill folder in memory".to_string())
+                })?;
+                let distinct = DistinctCount::new(parts, (&folder, held), Stage::Aggregate)?;
                 Ok((columns, distinct))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -362,7 +364,7 @@ impl ComparedMonths {
             .map_err(Error::query(Stage::Aggregate))?
         {
             for (columns, distinct) in &mut counts {
-                distinct.add(&named_columns(&batch, columns)?)?;
+                distinct.add(&named_columns(&batch, columns, Stage::Aggregate)?)?;
             }
             writer.write(
                 &batch
@@ -396,9 +398,8 @@ impl ComparedMonths {
         period: NaiveDate,
         counted: &[u64],
     ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        let day = period.num_days_from_ce() - UNIX_EPOCH_FROM_CE;
         let mut fields = vec![Field::new(MONTH_COLUMN, DataType::Date32, false)];
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(Date32Array::from(vec![day]))];
+        let mut columns = vec![period_column(period)];
         for ((name, _), count) in self.counting.iter().zip(counted) {
             fields.push(Field::new(name, DataType::Float64, false));
             columns.push(Arc::new(Float64Array::from(vec![*count as f64])));
@@ -472,18 +473,11 @@ pub(crate) async fn keep_drop_periods(
     Ok(())
 }
 
-/// The columns `names` of `batch`, in that order.
-fn named_columns(batch: &RecordBatch, names: &[String]) -> Result<Vec<ArrayRef>> {
-    names
-        .iter()
-        .map(|name| {
-            batch.column_by_name(name).cloned().ok_or_else(|| {
-                Error::Internal(format!(
-                    "committed periods: the month's rows have no column '{name}'"
-                ))
-            })
-        })
-        .collect()
+/// The one-row month column of `period` (its first day).
+fn period_column(period: NaiveDate) -> ArrayRef {
+    Arc::new(Date32Array::from(vec![
+        period.num_days_from_ce() - UNIX_EPOCH_FROM_CE,
+    ]))
 }
 
 /// One period's metrics as a measurement of a committed month gives them
@@ -495,8 +489,7 @@ fn report_batch(
     measured: &BTreeMap<String, Option<f64>>,
     metrics: &[crate::config::rules::Metric],
 ) -> Result<RecordBatch> {
-    let day = period.num_days_from_ce() - UNIX_EPOCH_FROM_CE;
-    let mut columns: Vec<arrow::array::ArrayRef> = vec![Arc::new(Date32Array::from(vec![day]))];
+    let mut columns = vec![period_column(period)];
     for metric in metrics {
         let value = match metric.from_silver() {
             true => measured.get(&metric.name).copied().flatten(),
