@@ -124,6 +124,71 @@ pub(crate) fn one_ahead<T: Send>(
     })
 }
 
+/// Items handed to a thread of its own, which works on them while the
+/// caller goes on (a copy written to disk while the caller fingerprints
+/// it): at most `depth` items wait between the two. The thread's error, or
+/// its panic, is the caller's at its next [`Beside::give`] or at
+/// [`Beside::finish`]; dropped unfinished, the thread stops once it has
+/// worked through what it was given.
+pub(crate) struct Beside<T, R> {
+    what: String,
+    send: Option<std::sync::mpsc::SyncSender<T>>,
+    thread: Option<std::thread::JoinHandle<Result<R>>>,
+}
+
+impl<T: Send + 'static, R: Send + 'static> Beside<T, R> {
+    /// Starts `work` on a thread named `what`; it takes the items given,
+    /// in order, from its receiver and returns once the caller finishes.
+    pub(crate) fn start(
+        what: &str,
+        depth: usize,
+        work: impl FnOnce(std::sync::mpsc::Receiver<T>) -> Result<R> + Send + 'static,
+    ) -> Result<Beside<T, R>> {
+        let (send, receive) = std::sync::mpsc::sync_channel(depth);
+        let thread = std::thread::Builder::new()
+            .name(what.to_string())
+            .spawn(move || work(receive))
+            .map_err(|source| Error::Internal(format!("{what} could not start: {source}")))?;
+        Ok(Beside {
+            what: what.to_string(),
+            send: Some(send),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands `item` over, waiting while `depth` items already wait; a
+    /// thread that stopped early says why.
+    pub(crate) fn give(&mut self, item: T) -> Result<()> {
+        let given = self.send.as_ref().map(|send| send.send(item).is_ok());
+        match given {
+            Some(true) => Ok(()),
+            _ => Err(self.join().err().unwrap_or_else(|| {
+                Error::Internal(format!("{} stopped before its work was done", self.what))
+            })),
+        }
+    }
+
+    /// Waits for the thread to work through every item given; its result.
+    pub(crate) fn finish(mut self) -> Result<R> {
+        self.send = None;
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<R> {
+        let what = &self.what;
+        let thread = self
+            .thread
+            .take()
+            .ok_or_else(|| Error::Internal(format!("{what} was already joined")))?;
+        thread.join().unwrap_or_else(|panic| {
+            Err(Error::Internal(format!(
+                "{what} panicked: {}",
+                panic_message(panic.as_ref())
+            )))
+        })
+    }
+}
+
 /// What a panic said, when it said it with a string.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
     payload
@@ -181,6 +246,53 @@ mod tests {
         });
         let message = panicked.unwrap_err().to_string();
         assert!(message.contains("panicked: 3 went wrong"), "{message}");
+    }
+
+    #[test]
+    fn beside_works_through_every_item_in_order_and_reports_its_failure() {
+        let mut summing = Beside::start("summing", 2, |items: std::sync::mpsc::Receiver<u64>| {
+            Ok(items.iter().fold(Vec::new(), |mut seen, item| {
+                seen.push(item);
+                seen
+            }))
+        })
+        .unwrap();
+        for item in 0..100 {
+            summing.give(item).unwrap();
+        }
+        assert_eq!(summing.finish().unwrap(), (0..100).collect::<Vec<_>>());
+
+        let mut failing = Beside::start("failing", 1, |items: std::sync::mpsc::Receiver<u64>| {
+            for item in items {
+                if item == 3 {
+                    return Err(Error::Internal("three is refused".into()));
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        let refused = (0..100).find_map(|item| failing.give(item).err()).unwrap();
+        assert!(
+            refused.to_string().contains("three is refused"),
+            "{refused}"
+        );
+
+        let mut panicking =
+            Beside::start("panicking", 0, |items: std::sync::mpsc::Receiver<u64>| {
+                if let Some(item) = items.iter().next() {
+                    panic!("item {item} panicked");
+                }
+                Ok(())
+            })
+            .unwrap();
+        let given = panicking.give(7);
+        let reported = given.and_then(|()| panicking.finish()).unwrap_err();
+        assert!(
+            reported
+                .to_string()
+                .contains("panicking panicked: item 7 panicked"),
+            "{reported}"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use object_store::{
 use url::Url;
 
 use crate::config::plan::{S3Settings, StorageSpec};
+use crate::core::parallel::Beside;
 use crate::error::{Error, Result};
 use crate::infra::aws::AwsChain;
 use crate::infra::buckets::BucketSettings;
@@ -30,33 +31,58 @@ pub(crate) trait ObjectSink {
 }
 
 /// An object streamed to an unnamed file in a local folder (the scratch
-/// folder): it is deleted once closed.
+/// folder): it is deleted once closed. Its pieces are gathered into writes
+/// of [`FileSink::WRITE`] bytes, written on a thread of their own while the
+/// caller goes on (a drop's copy is written while it is fingerprinted).
 pub(crate) struct FileSink {
-    out: std::io::BufWriter<std::fs::File>,
+    pending: Vec<u8>,
+    writer: Beside<Vec<u8>, std::fs::File>,
     dir: std::path::PathBuf,
 }
 
 impl FileSink {
+    /// The size of each write; at most [`FileSink::WAITING`] of them wait.
+    const WRITE: usize = 1 << 20;
+    const WAITING: usize = 4;
+
     /// A new unnamed file in `dir`.
     pub(crate) fn new(dir: &std::path::Path) -> Result<FileSink> {
-        let file = tempfile::tempfile_in(dir).map_err(|source| Error::Io {
+        let io = |source| Error::Io {
             path: dir.to_path_buf(),
             source,
-        })?;
+        };
+        let mut file = tempfile::tempfile_in(dir).map_err(io)?;
+        let path = dir.to_path_buf();
+        let writer = Beside::start(
+            "writing a file to the scratch folder",
+            Self::WAITING,
+            move |pieces: std::sync::mpsc::Receiver<Vec<u8>>| {
+                for piece in pieces {
+                    std::io::Write::write_all(&mut file, &piece).map_err(|source| Error::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                }
+                Ok(file)
+            },
+        )?;
         Ok(FileSink {
-            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            pending: Vec::with_capacity(Self::WRITE),
+            writer,
             dir: dir.to_path_buf(),
         })
     }
 
     /// The file written, rewound to its start.
-    pub(crate) fn into_file(self) -> Result<std::fs::File> {
-        let io = |source| Error::Io {
+    pub(crate) fn into_file(mut self) -> Result<std::fs::File> {
+        if !self.pending.is_empty() {
+            self.writer.give(std::mem::take(&mut self.pending))?;
+        }
+        let mut file = self.writer.finish()?;
+        std::io::Seek::rewind(&mut file).map_err(|source| Error::Io {
             path: self.dir.clone(),
             source,
-        };
-        let mut file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
-        std::io::Seek::rewind(&mut file).map_err(io)?;
+        })?;
         Ok(file)
     }
 }
@@ -65,10 +91,12 @@ impl ObjectSink for FileSink {
     fn size(&mut self, _size: u64) {}
 
     fn piece(&mut self, piece: &[u8]) -> Result<()> {
-        std::io::Write::write_all(&mut self.out, piece).map_err(|source| Error::Io {
-            path: self.dir.clone(),
-            source,
-        })
+        self.pending.extend_from_slice(piece);
+        if self.pending.len() < Self::WRITE {
+            return Ok(());
+        }
+        let full = std::mem::replace(&mut self.pending, Vec::with_capacity(Self::WRITE));
+        self.writer.give(full)
     }
 }
 
