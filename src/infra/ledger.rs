@@ -72,6 +72,23 @@ fn parse_entry(table: &Table, run_key: &str, value: &str) -> Result<RunPlace> {
     place.checked(run_key, &source)
 }
 
+/// Every run key `table` holds, in its ledger or its snapshots (a key may
+/// come twice).
+pub(crate) fn run_keys(table: &Table) -> impl Iterator<Item = &str> {
+    let ledger = table
+        .metadata()
+        .properties()
+        .keys()
+        .filter_map(|key| key.strip_prefix(LEDGER_PREFIX));
+    let snapshots = table.metadata().snapshots().filter_map(|s| {
+        s.summary()
+            .additional_properties
+            .get(RUN_KEY_PROPERTY)
+            .map(String::as_str)
+    });
+    ledger.chain(snapshots)
+}
+
 /// The snapshot of `table` whose summary carries `run_key`, if it is still there.
 pub(crate) fn snapshot_with_run_key(table: &Table, run_key: &str) -> Option<i64> {
     table

@@ -7,6 +7,12 @@
 //! Silver means there is nothing to do (DESIGN.md invariant 5). A drop with
 //! nothing under its folder has not arrived yet ([`Error::DropNotArrived`],
 //! exit 5); one whose folder holds no data file is a bad drop (exit 1).
+//!
+//! The fingerprint is BLAKE3 (`b3-` and 32 hex digits) over each file's
+//! name, a zero byte, its size and its content. Versions before it used
+//! SHA-256 (32 hex digits, no prefix), four times slower: a drop whose run
+//! under that fingerprint is committed or claimed keeps its run key
+//! ([`claimed_before`]), so a rerun of it still does nothing, or resumes.
 
 use std::time::Duration;
 
@@ -16,12 +22,14 @@ use tokio::time::Instant;
 
 use super::background::Background;
 use super::context::Context;
+use super::hooks;
+use super::options::RunOptions;
 use super::summary::Summary;
 use crate::config::Plan;
 use crate::core::drop::{DropFile, DropRef};
 use crate::core::place::RunPlace;
 use crate::error::{Error, Result};
-use crate::infra::ledger::find_committed;
+use crate::infra::ledger::{find_committed, run_keys};
 use crate::infra::storage::{FileSink, ListedObject, Location, ObjectSink, Stores};
 
 /// What the claim found.
@@ -153,9 +161,10 @@ impl Prefetch {
 /// from an existing marker or makes one up, and writes no marker.
 pub(super) async fn claim_run(
     context: &Context<'_>,
-    dry_run: bool,
+    options: &RunOptions,
     prefetch: Option<Prefetch>,
 ) -> Result<Claimed> {
+    let dry_run = options.dry_run;
     let (dq_error, drop) = (&context.dq_error, context.drop);
     let prefetched = match prefetch {
         Some(prefetch) => prefetch.of(drop, &context.bronze).await?,
@@ -170,7 +179,13 @@ pub(super) async fn claim_run(
             fetch_drop(&context.bronze, drop, scratch).await?
         }
     };
-    let run_key = format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint);
+    let fingerprint = match hooks::sha256_fingerprint(options) {
+        true => sha256_fingerprint(&files),
+        false => claimed_before(context, &files)
+            .await?
+            .unwrap_or(fingerprint),
+    };
+    let run_key = run_key_of(drop, &fingerprint);
     let path = marker_path(drop, &fingerprint);
     if let Some(record) = find_committed(&context.silver, &run_key)? {
         let run_place = match record.place {
@@ -209,7 +224,7 @@ async fn fetch_drop(
     let listed = bronze.list(&prefix).await?;
     let listed_any = !listed.is_empty();
     let dir = scratch.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
-    let mut hash = Sha256::new();
+    let mut hash = blake3::Hasher::new();
     let mut files = Vec::new();
     for object in &listed {
         let name = object
@@ -222,7 +237,7 @@ async fn fetch_drop(
             continue;
         }
         hash.update(name.as_bytes());
-        hash.update([0]);
+        hash.update(&[0]);
         let mut copy = FileCopy {
             hash: &mut hash,
             file: FileSink::new(&dir)?,
@@ -240,21 +255,94 @@ async fn fetch_drop(
     }
     Ok(Fetched {
         files,
-        fingerprint: hex::encode(hash.finalize())[..32].to_string(),
+        fingerprint: format!("{FINGERPRINT_PREFIX}{}", &hash.finalize().to_hex()[..32]),
         listed,
     })
+}
+
+/// What starts the fingerprint a claim gives a drop (BLAKE3); a fingerprint
+/// without it is SHA-256's, from a version before.
+const FINGERPRINT_PREFIX: &str = "b3-";
+
+/// The run key of `drop` with content `fingerprint`.
+fn run_key_of(drop: &DropRef, fingerprint: &str) -> String {
+    format!("{}/{}/{}", drop.contributor, drop.drop_id, fingerprint)
+}
+
+/// The SHA-256 fingerprint a version before BLAKE3 gave these `files` of
+/// the context's drop, when a run under it is committed (in Silver's
+/// ledger or snapshots) or claimed (its marker): that run's key is the
+/// drop's. Computed only when the drop has such a run key or marker of any
+/// content (a drop claimed since has none), from the local copies.
+async fn claimed_before(context: &Context<'_>, files: &[DropFile]) -> Result<Option<String>> {
+    let drop = context.drop;
+    let of_drop = run_key_of(drop, "");
+    let committed_before = run_keys(&context.silver)
+        .filter_map(|key| key.strip_prefix(&of_drop))
+        .any(is_sha256_fingerprint);
+    let claimed = || async {
+        let folder = format!("claims/{}/", drop.prefix());
+        let markers = context.dq_error.list(&folder).await?;
+        Ok::<_, Error>(markers.iter().any(|marker| {
+            marker
+                .relative
+                .strip_prefix(&folder)
+                .and_then(|name| name.strip_suffix(".json"))
+                .is_some_and(is_sha256_fingerprint)
+        }))
+    };
+    if !committed_before && !claimed().await? {
+        return Ok(None);
+    }
+    let legacy = sha256_fingerprint(files);
+    let run_key = run_key_of(drop, &legacy);
+    let found = find_committed(&context.silver, &run_key)?.is_some()
+        || read_marker(&context.dq_error, &marker_path(drop, &legacy), &run_key)
+            .await?
+            .is_some();
+    if found {
+        tracing::info!(%run_key, "this drop was claimed by a version that fingerprinted with SHA-256: its run key is kept");
+    }
+    Ok(found.then_some(legacy))
+}
+
+/// Whether `fingerprint` is SHA-256's: 32 lowercase hex digits.
+fn is_sha256_fingerprint(fingerprint: &str) -> bool {
+    fingerprint.len() == 32
+        && fingerprint
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The fingerprint versions before BLAKE3 gave a drop: SHA-256 over each
+/// file's name, a zero byte, its size (u64, little-endian) and content.
+fn sha256_fingerprint(files: &[DropFile]) -> String {
+    const WINDOW: usize = 16 << 20;
+    let mut hash = Sha256::new();
+    for file in files {
+        hash.update(file.name.as_bytes());
+        hash.update([0]);
+        hash.update((file.bytes.len() as u64).to_le_bytes());
+        // A window at a time, its pages handed back once hashed.
+        for start in (0..file.bytes.len()).step_by(WINDOW) {
+            let window = start..(start + WINDOW).min(file.bytes.len());
+            hash.update(&file.bytes[window.clone()]);
+            file.release(window);
+        }
+    }
+    hex::encode(hash.finalize())[..32].to_string()
 }
 
 /// A drop file streaming to its local copy, into the drop's fingerprint:
 /// its name, a zero byte, its size (8 bytes, little-endian), its content.
 struct FileCopy<'a> {
-    hash: &'a mut Sha256,
+    hash: &'a mut blake3::Hasher,
     file: FileSink,
 }
 
 impl ObjectSink for FileCopy<'_> {
     fn size(&mut self, size: u64) {
-        self.hash.update(size.to_le_bytes());
+        self.hash.update(&size.to_le_bytes());
     }
 
     fn piece(&mut self, piece: &[u8]) -> Result<()> {
@@ -419,25 +507,35 @@ mod tests {
         (fetched.files, fetched.fingerprint)
     }
 
-    /// The fingerprint as every claim has computed it: SHA-256 over each
-    /// file's name, a zero byte, its size (u64, little-endian) and content.
-    fn fingerprint_of(files: &[(&str, &[u8])]) -> String {
-        let mut hash = Sha256::new();
+    /// The fingerprint as claims compute it, over each file's name, a zero
+    /// byte, its size (u64, little-endian) and content: BLAKE3, or SHA-256
+    /// as versions before did.
+    fn fingerprint_of(files: &[(&str, &[u8])], sha256: bool) -> String {
+        let mut parts = Vec::new();
         for (name, content) in files {
-            hash.update(name.as_bytes());
-            hash.update([0]);
-            hash.update((content.len() as u64).to_le_bytes());
-            hash.update(content);
+            parts.extend_from_slice(name.as_bytes());
+            parts.push(0);
+            parts.extend_from_slice(&(content.len() as u64).to_le_bytes());
+            parts.extend_from_slice(content);
         }
-        hex::encode(hash.finalize())[..32].to_string()
+        match sha256 {
+            true => hex::encode(Sha256::digest(&parts))[..32].to_string(),
+            false => format!("b3-{}", &blake3::hash(&parts).to_hex()[..32]),
+        }
     }
 
     #[tokio::test]
-    async fn a_drop_copied_to_local_disk_reads_and_fingerprints_as_it_always_did() {
+    async fn a_drop_copied_to_local_disk_reads_and_fingerprints_with_blake3_and_as_it_did_with_sha256()
+     {
         let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         let drop: [(&str, &[u8]); 3] = [("a.csv", b"id\n1\n"), ("b.csv", &big), ("c.csv", b"")];
         let (files, fingerprint) = fetched(&drop).await;
-        assert_eq!(fingerprint, fingerprint_of(&drop));
+        assert_eq!(fingerprint, fingerprint_of(&drop, false));
+        // Drops claimed before BLAKE3 are recognised by this fingerprint.
+        let legacy = sha256_fingerprint(&files);
+        assert_eq!(legacy, fingerprint_of(&drop, true));
+        assert!(is_sha256_fingerprint(&legacy));
+        assert!(!is_sha256_fingerprint(&fingerprint));
         for (file, (name, content)) in files.iter().zip(drop) {
             assert_eq!((file.name.as_str(), &file.bytes[..]), (name, content));
             // Pages handed back read again the same.

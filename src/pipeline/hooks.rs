@@ -17,6 +17,9 @@ pub struct TestHooks {
     pub miscount_silver_rows: i64,
     /// Where the run "dies" (stops at once, writing nothing more).
     pub crash_at: Option<CrashPoint>,
+    /// Claims the drop under its SHA-256 fingerprint, as versions before
+    /// BLAKE3 did.
+    pub sha256_fingerprint: bool,
 }
 
 /// Points where a test can make a run die, to prove a rerun recovers.
@@ -56,6 +59,18 @@ pub(crate) fn is_crash<T>(result: &Result<T>) -> bool {
 /// Without the `test-hooks` feature nothing is an injected crash.
 #[cfg(not(feature = "test-hooks"))]
 pub(crate) fn is_crash<T>(_result: &Result<T>) -> bool {
+    false
+}
+
+/// Whether a test claims the drop as versions before BLAKE3 did.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn sha256_fingerprint(options: &RunOptions) -> bool {
+    options.hooks.sha256_fingerprint
+}
+
+/// Without the `test-hooks` feature a drop is claimed as this version does.
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) fn sha256_fingerprint(_options: &RunOptions) -> bool {
     false
 }
 

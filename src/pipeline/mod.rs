@@ -196,7 +196,7 @@ async fn open_and_run(
             std::mem::take(&mut carry.references),
         ),
     );
-    let claimed = claim::claim_run(&context, options.dry_run, carry.prefetch.take()).await;
+    let claimed = claim::claim_run(&context, options, carry.prefetch.take()).await;
     let another_run_follows = carry.next.is_some();
     if claimed.is_ok() {
         carry.prefetch = carry

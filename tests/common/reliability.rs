@@ -184,6 +184,74 @@ pub async fn a_tampered_claim_marker_steers_no_path(ws: &Workspace) {
     assert_eq!(silver_count(ws).await, 10);
 }
 
+/// A drop claimed by a version that fingerprinted drops with SHA-256 keeps
+/// its run key: committed, its rerun does nothing; claimed and killed
+/// after writing, its rerun resumes that run (one claim marker, the same
+/// run id). A drop claimed now is keyed by its BLAKE3 fingerprint.
+pub async fn a_drop_claimed_before_blake3_keeps_its_run_key(ws: &Workspace) {
+    let as_before = |crash_at| RunOptions {
+        hooks: TestHooks {
+            sha256_fingerprint: true,
+            crash_at,
+            ..TestHooks::default()
+        },
+        ..RunOptions::default()
+    };
+    let fingerprint = |key: &Option<String>| {
+        key.as_deref()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let mut bank = Portfolio::new("BANK_L", 12, false, 5);
+    for (drop_id, m) in [("2026-01", 1), ("2026-02", 2), ("2026-03", 3)] {
+        let rows = bank.statements(month(2026, m), false);
+        ws.put_drop("BANK_L", drop_id, &rows).await.unwrap();
+    }
+    let run = |drop_id, options| async move { ws.run_drop("BANK_L", drop_id, &options).await };
+
+    let before = run("2026-01", as_before(None)).await.unwrap();
+    assert_eq!(before.summary.status, RunStatus::Committed);
+    let legacy = fingerprint(&before.summary.run_key);
+    assert!(
+        legacy.len() == 32 && legacy.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{legacy}"
+    );
+    let rerun = run("2026-01", RunOptions::default()).await.unwrap();
+    assert_eq!(rerun.summary.status, RunStatus::AlreadyCommitted);
+    assert_eq!(rerun.summary.run_key, before.summary.run_key);
+    assert_eq!(silver_count(ws).await, 12, "nothing doubled");
+
+    let killed = as_before(Some(CrashPoint::AfterWrite));
+    assert!(run("2026-02", killed).await.is_err());
+    let markers = || async {
+        let mut listed = ws.list_outputs("claims/BANK_L/2026-02/").await.unwrap();
+        listed.retain(|p| !p.ends_with(".summary.json"));
+        listed
+    };
+    let claimed = markers().await;
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let resumed = run("2026-02", RunOptions::default()).await.unwrap();
+    assert_eq!(resumed.summary.status, RunStatus::Committed);
+    let key = fingerprint(&resumed.summary.run_key);
+    assert!(
+        claimed[0].ends_with(&format!("/{key}.json")),
+        "{claimed:?} {key}"
+    );
+    assert_eq!(markers().await, claimed, "no second claim");
+    assert_eq!(silver_count(ws).await, 24);
+
+    let now = run("2026-03", RunOptions::default()).await.unwrap();
+    assert_eq!(now.summary.status, RunStatus::Committed);
+    let key = fingerprint(&now.summary.run_key);
+    assert!(key.starts_with("b3-") && key.len() == 35, "{key}");
+    let rerun = run("2026-03", RunOptions::default()).await.unwrap();
+    assert_eq!(rerun.summary.status, RunStatus::AlreadyCommitted);
+    assert_eq!(silver_count(ws).await, 36);
+}
+
 /// What runs wrote under dq_error, but the summaries of drops that could not be claimed.
 async fn run_outputs(ws: &Workspace) -> Vec<String> {
     let mut outputs = ws.list_outputs("").await.unwrap();

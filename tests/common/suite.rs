@@ -1013,6 +1013,13 @@ macro_rules! suite_tests {
 
             #[tokio::test]
             $(#[$attr])*
+            async fn a_drop_claimed_before_blake3_keeps_its_run_key() {
+                reliability::a_drop_claimed_before_blake3_keeps_its_run_key(&$make().await.ws)
+                    .await;
+            }
+
+            #[tokio::test]
+            $(#[$attr])*
             async fn a_summary_completed_after_a_crash_carries_every_figure() {
                 reliability::a_summary_completed_after_a_crash_carries_every_figure(
                     &$make().await.ws,
