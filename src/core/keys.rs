@@ -240,6 +240,31 @@ impl KeySet {
     fn as_text(&self, columns: &[ArrayRef]) -> Result<Vec<StringArray>> {
         key_text(columns, self.width, self.stage)
     }
+
+    /// The keys' fingerprints, sorted and distinct once loaded, and how
+    /// many parts a key has (none before a key is inserted): what
+    /// [`KeySet::from_prints`] takes back.
+    pub(crate) fn prints(&self) -> (&[u128], Option<usize>) {
+        (&self.prints, self.width)
+    }
+
+    /// A set loaded from the fingerprints of [`KeySet::prints`], keys of
+    /// `width` parts; fingerprints not strictly increasing are refused.
+    pub(crate) fn from_prints(prints: Vec<u128>, width: usize, stage: Stage) -> Result<KeySet> {
+        if prints.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return Err(Error::Internal(format!(
+                "{stage}: kept key fingerprints are not sorted and distinct"
+            )));
+        }
+        let mut keys = KeySet {
+            prints,
+            starts: Vec::new(),
+            width: Some(width),
+            stage,
+        };
+        keys.loaded()?;
+        Ok(keys)
+    }
 }
 
 /// Each row's fingerprint over its key's parts (length-prefixed, null marked).

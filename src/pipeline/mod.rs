@@ -185,6 +185,7 @@ async fn open_and_run(
     summary.schema_evolution = context.evolution.clone();
     // The references' keys do not depend on the drop: they load while the
     // drop is fetched, fingerprinted and read.
+    let kept_keys = evaluate::kept_keys::KeptKeys::new(context.dq_error.clone(), !options.dry_run);
     let references = Background::spawn(
         "loading the references",
         evaluate::reference::load_known_keys(
@@ -192,6 +193,7 @@ async fn open_and_run(
             evaluate::reference::ReferenceSources {
                 stores: context.stores.clone(),
                 catalog: context.catalog.clone(),
+                kept: Some(kept_keys.clone()),
             },
             std::mem::take(&mut carry.references),
         ),
@@ -232,7 +234,11 @@ async fn open_and_run(
     let mut references = References::Loading(references);
     let judged = (claim, &mut references, &mut handover);
     let result = process(&context, judged, rules, options, summary).await;
-    carry.references = references.into_loaded();
+    let mut loaded = references.into_loaded();
+    if result.is_ok() {
+        evaluate::reference::keep_loaded(&mut loaded, &kept_keys).await;
+    }
+    carry.references = loaded;
     carry.committed = handover.carried;
     carry.read_kept = handover.read_kept;
     summary.finished_at = Some(now());

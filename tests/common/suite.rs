@@ -399,6 +399,12 @@ pub async fn dry_run_commits_nothing(ws: &Workspace) {
         ..RunOptions::default()
     };
     let before = ws.list_outputs("").await.unwrap();
+    let kept = ws.list_outputs("reference-keys/").await.unwrap();
+    assert_eq!(
+        kept.len(),
+        1,
+        "the history's run kept the holders' keys: {kept:?}"
+    );
     let outcome = ws.run_drop("BANK_T", "2026-01", &dry).await.unwrap();
     assert_eq!(outcome.summary.status, RunStatus::DryRun);
     assert_eq!(outcome.summary.counts.committed, 15);

@@ -19,6 +19,7 @@
 
 pub mod aggregate;
 pub mod committed;
+pub mod kept_keys;
 pub mod metrics;
 pub mod reference;
 

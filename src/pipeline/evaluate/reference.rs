@@ -14,6 +14,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use super::kept_keys::KeptKeys;
 use crate::config::plan::{Reference, ReferenceFormat};
 use crate::core::keys::KeySet;
 use crate::error::{Error, Result};
@@ -30,6 +31,10 @@ pub struct KnownKeys {
     reference: Reference,
     source: SourceVersion,
     keys: KeySet,
+    /// Whether they are kept for later runs already (read back from there,
+    /// or kept since): keys loaded from the reference are kept once a run
+    /// succeeds ([`keep_loaded`]).
+    kept: bool,
 }
 
 /// What a reference's keys were loaded from: its files as listed (path,
@@ -49,6 +54,21 @@ impl SourceVersion {
         match (self, now) {
             (SourceVersion::Table(None), _) | (_, SourceVersion::Table(None)) => false,
             (before, now) => before == now,
+        }
+    }
+
+    /// The version as text, by which its keys are kept for later runs
+    /// (`kept_keys`): each file's path, size and version, or the table's
+    /// metadata file; none for a table whose catalog does not say it.
+    fn describe(&self) -> Option<String> {
+        match self {
+            SourceVersion::Files(listed) => Some(
+                listed
+                    .iter()
+                    .map(|file| format!("{}\0{}\0{}\n", file.relative, file.size, file.version))
+                    .collect(),
+            ),
+            SourceVersion::Table(file) => file.as_ref().map(|file| format!("table\0{file}")),
         }
     }
 }
@@ -92,26 +112,55 @@ pub async fn load_known_keys(
         }
         // Keys of an earlier version go before the new ones load.
         kept.retain(|k| k.reference != reference);
-        let mut keys = KeySet::new(Stage::Reference);
-        read_reference(&reference, opened, &mut |batch| {
-            insert_keys(&mut keys, &reference, batch)
-        })
-        .await?;
-        keys.loaded()?;
-        if keys.len() == 0 {
-            return Err(Error::Usage {
-                arg: format!("references '{}'", reference.name),
-                reason: format!("no rows found under {}", reference.location),
-            });
-        }
-        tracing::debug!(reference = %reference.name, keys = keys.len(), "reference loaded");
+        let version = source.describe();
+        let read_back = match (&sources.kept, &version) {
+            (Some(kept_keys), Some(version)) => kept_keys.read(&reference, version).await,
+            _ => None,
+        };
+        let kept = read_back.is_some();
+        let keys = match read_back {
+            Some(keys) => keys,
+            None => load_keys(&reference, opened).await?,
+        };
         known.push(KnownKeys {
             reference,
             source,
             keys,
+            kept,
         });
     }
     Ok(known)
+}
+
+/// Keeps for later runs, in `kept_keys`, the keys of `known` this process
+/// loaded from the references themselves: a run that succeeded calls it,
+/// so a failed run leaves nothing behind (nor does a dry run: it writes
+/// nothing).
+pub async fn keep_loaded(known: &mut [KnownKeys], kept_keys: &KeptKeys) {
+    for keys in known.iter_mut().filter(|keys| !keys.kept) {
+        if let Some(version) = keys.source.describe() {
+            kept_keys.keep(&keys.reference, &version, &keys.keys).await;
+        }
+        keys.kept = true;
+    }
+}
+
+/// Reads the keys of `reference`, opened, batch by batch; none is an error.
+async fn load_keys(reference: &Reference, opened: Opened) -> Result<KeySet> {
+    let mut keys = KeySet::new(Stage::Reference);
+    read_reference(reference, opened, &mut |batch| {
+        insert_keys(&mut keys, reference, batch)
+    })
+    .await?;
+    keys.loaded()?;
+    if keys.len() == 0 {
+        return Err(Error::Usage {
+            arg: format!("references '{}'", reference.name),
+            reason: format!("no rows found under {}", reference.location),
+        });
+    }
+    tracing::debug!(reference = %reference.name, keys = keys.len(), "reference loaded");
+    Ok(keys)
 }
 
 /// Adds `_ref_<name>` for every reference in `known` to the baselined rows.
@@ -172,6 +221,9 @@ pub struct ReferenceSources {
     pub stores: Stores,
     /// The catalog, for Iceberg references.
     pub catalog: Arc<dyn Catalog>,
+    /// Where the keys of each version are kept for later runs, read back
+    /// (none: always read from the reference).
+    pub kept: Option<KeptKeys>,
 }
 
 /// What takes a reference's batches, one after the other.
@@ -387,6 +439,7 @@ mod tests {
             reference,
             source,
             keys,
+            kept: false,
         }
         .flags(&rows)
         .unwrap();
@@ -415,6 +468,7 @@ mod tests {
         let sources = ReferenceSources {
             stores,
             catalog: crate::infra::catalog::memory_catalog("test").await.unwrap(),
+            kept: None,
         };
         (reference, sources)
     }
@@ -473,6 +527,70 @@ mod tests {
         std::fs::write(folder.path().join("a.csv"), "holder_id,name\nH33,x\n").unwrap();
         let rewritten = load(added).await.unwrap();
         assert_eq!(knows(&rewritten, &["H1", "H2", "H33"]), [false, true, true]);
+    }
+
+    #[tokio::test]
+    async fn keys_kept_by_a_run_serve_the_next_process_until_the_files_change() {
+        let folder = tempfile::tempdir().unwrap();
+        let refs = folder.path().join("refs");
+        std::fs::create_dir_all(&refs).unwrap();
+        std::fs::write(refs.join("a.csv"), "holder_id,name\nH1,x\n").unwrap();
+        let (reference, mut sources) = holders_in(&refs).await;
+        let (_, dq_error) = Stores::local_for_test(&folder.path().join("dq")).await;
+        let load = |sources: ReferenceSources| {
+            load_known_keys(vec![reference.clone()], sources, Vec::new())
+        };
+
+        // A dry run reads the reference and keeps nothing.
+        let dry = KeptKeys::new(dq_error.clone(), false);
+        sources.kept = Some(dry.clone());
+        let mut loaded = load(sources.clone()).await.unwrap();
+        assert_eq!(knows(&loaded, &["H1"]), [true]);
+        keep_loaded(&mut loaded, &dry).await;
+        assert!(dq_error.list("reference-keys").await.unwrap().is_empty());
+
+        // A run keeps them once it succeeds; a later process (no keys in
+        // memory) reads them back: keys planted there, not in the files,
+        // prove it.
+        let real = KeptKeys::new(dq_error.clone(), true);
+        sources.kept = Some(real.clone());
+        let mut loaded = load(sources.clone()).await.unwrap();
+        assert!(dq_error.list("reference-keys").await.unwrap().is_empty());
+        keep_loaded(&mut loaded, &real).await;
+        let kept = dq_error.list("reference-keys").await.unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let mut planted = KeySet::new(Stage::Reference);
+        let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
+        planted.insert(&[column]).unwrap();
+        planted.loaded().unwrap();
+        let listed = dq_error.list("").await.unwrap();
+        let version = SourceVersion::Files(
+            sources
+                .stores
+                .open(&reference.location, "test")
+                .unwrap()
+                .list("")
+                .await
+                .unwrap(),
+        );
+        real.keep(&reference, &version.describe().unwrap(), &planted)
+            .await;
+        assert_eq!(
+            dq_error.list("").await.unwrap().len(),
+            listed.len(),
+            "replaced in place"
+        );
+        let again = load(sources.clone()).await.unwrap();
+        assert_eq!(knows(&again, &["H1", "H9"]), [false, true]);
+
+        // The files rewritten: read again, and kept in place of the old.
+        std::fs::write(refs.join("a.csv"), "holder_id,name\nH22,x\n").unwrap();
+        let mut rewritten = load(sources.clone()).await.unwrap();
+        assert_eq!(knows(&rewritten, &["H22", "H9"]), [true, false]);
+        keep_loaded(&mut rewritten, &real).await;
+        let now = dq_error.list("reference-keys").await.unwrap();
+        assert_eq!(now.len(), 1);
+        assert_ne!(now, kept);
     }
 
     #[test]

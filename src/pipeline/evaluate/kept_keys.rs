@@ -1,0 +1,280 @@
+//! A reference's keys kept for later runs. Once a run has loaded them from
+//! one version of the reference (its files as listed, or its table's
+//! metadata file), their fingerprints are written to
+//! `<dq_error>/reference-keys/<reference>/<version>.keys` (16 bytes a key);
+//! a later run, on any machine, that finds the reference at the same
+//! version reads them back instead of reading the reference again. The file
+//! carries a BLAKE3 checksum: one that does not read back whole is logged
+//! and the reference read again. Only a reference's latest version is kept;
+//! deleting the folder only costs time. A dry run reads them, never writes.
+
+use bytes::Bytes;
+
+use crate::config::plan::Reference;
+use crate::core::keys::KeySet;
+use crate::error::{Error, Result};
+use crate::infra::storage::Location;
+use crate::stage::Stage;
+
+/// Where the references' keys are kept, and whether this run keeps them.
+#[derive(Debug, Clone)]
+pub struct KeptKeys {
+    dq_error: Location,
+    write: bool,
+}
+
+/// The folder of kept keys under dq_error.
+const FOLDER: &str = "reference-keys";
+/// What a keys file starts with: its format and version.
+const MAGIC: &[u8; 8] = b"SLKEYS01";
+/// Magic, key parts (u32) and key count (u64), little-endian.
+const HEADER: usize = MAGIC.len() + 4 + 8;
+/// The BLAKE3 checksum of everything before it, at the end.
+const CHECKSUM: usize = 32;
+/// Fingerprints written per piece of the upload (1 MiB).
+const PIECE_KEYS: usize = 65_536;
+
+impl KeptKeys {
+    /// Keys kept under `dq_error`, written there only when `write`.
+    pub fn new(dq_error: Location, write: bool) -> KeptKeys {
+        KeptKeys { dq_error, write }
+    }
+
+    /// The keys of `reference` kept at `version` (what names the version of
+    /// its files or table), if a run kept them and they read back whole.
+    pub(crate) async fn read(&self, reference: &Reference, version: &str) -> Option<KeySet> {
+        let path = path_of(reference, version);
+        let bytes = match self.dq_error.get_opt(&path).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return None,
+            Err(error) => {
+                tracing::warn!(reference = %reference.name, %error, "the reference's kept keys could not be read: reading the reference");
+                return None;
+            }
+        };
+        match decode(&bytes, reference.keys.len()) {
+            Ok(keys) => {
+                tracing::debug!(reference = %reference.name, keys = keys.len(), "reference keys read back from where a run kept them");
+                Some(keys)
+            }
+            Err(reason) => {
+                let path = self.dq_error.url_of(&path);
+                tracing::warn!(reference = %reference.name, %path, %reason, "the reference's kept keys do not read back: reading the reference");
+                None
+            }
+        }
+    }
+
+    /// Keeps `keys`, loaded from `reference` at `version`, for later runs
+    /// and deletes the reference's other versions (nothing in a dry run);
+    /// a failure is logged and the run goes on.
+    pub(crate) async fn keep(&self, reference: &Reference, version: &str, keys: &KeySet) {
+        if !self.write {
+            return;
+        }
+        if let Err(error) = self.write_keys(reference, version, keys).await {
+            tracing::warn!(reference = %reference.name, %error, "the reference's keys could not be kept for later runs");
+        }
+    }
+
+    async fn write_keys(&self, reference: &Reference, version: &str, keys: &KeySet) -> Result<()> {
+        let path = path_of(reference, version);
+        let mut upload = self.dq_error.upload(&path);
+        let written = write_pieces(keys, reference.keys.len(), &mut upload).await;
+        match written {
+            Ok(()) => upload.finish().await?,
+            Err(error) => {
+                upload.abort().await;
+                return Err(error);
+            }
+        }
+        for other in self.dq_error.list(&folder_of(reference)).await? {
+            if other.relative != path {
+                self.dq_error.delete(&other.relative).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes the keys file of `keys` (keys of `width` parts) to `upload`, a
+/// piece at a time.
+async fn write_pieces(
+    keys: &KeySet,
+    width: usize,
+    upload: &mut crate::infra::storage::Upload,
+) -> Result<()> {
+    let (prints, _) = keys.prints();
+    let width = u32::try_from(width)
+        .map_err(|_| Error::Internal("reference keys of too many parts".to_string()))?;
+    let mut head = Vec::with_capacity(HEADER);
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&width.to_le_bytes());
+    head.extend_from_slice(&(prints.len() as u64).to_le_bytes());
+    let mut hash = blake3::Hasher::new();
+    hash.update(&head);
+    upload.write(Bytes::from(head)).await?;
+    for chunk in prints.chunks(PIECE_KEYS) {
+        let piece: Vec<u8> = chunk.iter().flat_map(|print| print.to_le_bytes()).collect();
+        hash.update(&piece);
+        upload.write(Bytes::from(piece)).await?;
+    }
+    upload
+        .write(Bytes::copy_from_slice(hash.finalize().as_bytes()))
+        .await
+}
+
+/// The keys a keys file holds, checked: its format, its keys' parts
+/// (`width`), its length and its checksum.
+fn decode(bytes: &[u8], width: usize) -> std::result::Result<KeySet, String> {
+    let (head, rest) = bytes
+        .split_at_checked(HEADER)
+        .ok_or("it is shorter than its header")?;
+    let (magic, counts) = head.split_at(MAGIC.len());
+    if magic != MAGIC {
+        return Err("it is not a keys file silverline wrote".to_string());
+    }
+    let (kept_width, count) = counts.split_at(4);
+    let kept_width = u32::from_le_bytes(kept_width.try_into().map_err(|_| "no key parts")?);
+    let count = u64::from_le_bytes(count.try_into().map_err(|_| "no key count")?);
+    if usize::try_from(kept_width).ok() != Some(width) {
+        return Err(format!(
+            "it holds keys of {kept_width} parts, the reference's have {width}"
+        ));
+    }
+    let body = usize::try_from(count)
+        .ok()
+        .and_then(|count| count.checked_mul(16))
+        .filter(|body| body.checked_add(CHECKSUM) == Some(rest.len()))
+        .ok_or("its length does not match its key count")?;
+    let (body, checksum) = rest.split_at(body);
+    let mut hash = blake3::Hasher::new();
+    hash.update(head);
+    hash.update(body);
+    if hash.finalize().as_bytes() != checksum {
+        return Err("its checksum does not match its content".to_string());
+    }
+    let prints = body
+        .chunks_exact(16)
+        .map(|print| {
+            let mut bytes = [0u8; 16];
+            bytes.copy_from_slice(print);
+            u128::from_le_bytes(bytes)
+        })
+        .collect();
+    KeySet::from_prints(prints, width, Stage::Reference).map_err(|error| error.to_string())
+}
+
+/// The folder of `reference`'s kept keys: named by a hash of what defines
+/// it (name, location, format, key columns), whatever characters they use.
+fn folder_of(reference: &Reference) -> String {
+    let mut hash = blake3::Hasher::new();
+    for part in [
+        reference.name.as_str(),
+        reference.location.as_str(),
+        &format!("{:?}", reference.format),
+    ] {
+        hash.update(part.as_bytes());
+        hash.update(&[0]);
+    }
+    for (column, other) in &reference.keys {
+        hash.update(column.as_bytes());
+        hash.update(&[0]);
+        hash.update(other.as_bytes());
+        hash.update(&[0]);
+    }
+    format!("{FOLDER}/{}", &hash.finalize().to_hex()[..16])
+}
+
+/// The keys file of `reference` at `version`.
+fn path_of(reference: &Reference, version: &str) -> String {
+    let version = blake3::hash(version.as_bytes());
+    format!("{}/{}.keys", folder_of(reference), &version.to_hex()[..32])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, StringArray};
+
+    use super::*;
+    use crate::config::plan::ReferenceFormat;
+    use crate::infra::storage::Stores;
+
+    fn holders() -> Reference {
+        Reference {
+            name: "holders".to_string(),
+            location: "file:///refs/holders".to_string(),
+            format: ReferenceFormat::Csv,
+            keys: vec![("holder".to_string(), "holder_id".to_string())],
+        }
+    }
+
+    fn keys_of(values: &[&str]) -> KeySet {
+        let mut keys = KeySet::new(Stage::Reference);
+        let column: ArrayRef = Arc::new(StringArray::from(values.to_vec()));
+        keys.insert(&[column]).unwrap();
+        keys.loaded().unwrap();
+        keys
+    }
+
+    fn knows(keys: &KeySet, values: &[&str]) -> Vec<bool> {
+        let column: ArrayRef = Arc::new(StringArray::from(values.to_vec()));
+        keys.contains(&[column]).unwrap()
+    }
+
+    #[tokio::test]
+    async fn keys_kept_read_back_at_their_version_only_and_a_damaged_file_is_not_read() {
+        let folder = tempfile::tempdir().unwrap();
+        let (_, dq_error) = Stores::local_for_test(folder.path()).await;
+        let kept = KeptKeys::new(dq_error.clone(), true);
+        let reference = holders();
+        let many: Vec<String> = (0..70_000).map(|i| format!("H{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        kept.keep(&reference, "v1", &keys_of(&many)).await;
+
+        let read = kept.read(&reference, "v1").await.unwrap();
+        assert_eq!(read.len(), 70_000, "more than one piece");
+        assert_eq!(
+            knows(&read, &["H0", "H69999", "H70000"]),
+            [true, true, false]
+        );
+        assert!(kept.read(&reference, "v2").await.is_none());
+        let mut other = holders();
+        other.keys[0].1 = "name".to_string();
+        assert!(kept.read(&other, "v1").await.is_none());
+
+        // A byte changed anywhere, or the file cut short: read again.
+        let file = folder.path().join(path_of(&reference, "v1"));
+        let whole = std::fs::read(&file).unwrap();
+        for damaged in [
+            [&whole[..100], &[whole[100] ^ 1], &whole[101..]].concat(),
+            whole[..whole.len() - 1].to_vec(),
+            b"SLKEYS01".to_vec(),
+        ] {
+            std::fs::write(&file, &damaged).unwrap();
+            assert!(kept.read(&reference, "v1").await.is_none());
+        }
+
+        // A new version replaces the old; a dry run writes nothing.
+        kept.keep(&reference, "v2", &keys_of(&["H1"])).await;
+        assert!(kept.read(&reference, "v1").await.is_none());
+        assert_eq!(
+            knows(&kept.read(&reference, "v2").await.unwrap(), &["H1"]),
+            [true]
+        );
+        let dry = KeptKeys::new(dq_error.clone(), false);
+        dry.keep(&reference, "v3", &keys_of(&["H3"])).await;
+        assert!(kept.read(&reference, "v3").await.is_none());
+        let listed = dq_error.list(FOLDER).await.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+    }
+
+    #[test]
+    fn kept_fingerprints_must_be_sorted_and_distinct() {
+        assert!(KeySet::from_prints(vec![1, 2, 3], 1, Stage::Reference).is_ok());
+        assert!(KeySet::from_prints(vec![1, 1], 1, Stage::Reference).is_err());
+        assert!(KeySet::from_prints(vec![2, 1], 1, Stage::Reference).is_err());
+    }
+}
