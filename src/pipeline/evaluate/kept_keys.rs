@@ -13,7 +13,7 @@ use bytes::Bytes;
 use crate::config::plan::Reference;
 use crate::core::keys::KeySet;
 use crate::error::{Error, Result};
-use crate::infra::storage::Location;
+use crate::infra::storage::{Location, ObjectSink};
 use crate::stage::Stage;
 
 /// Where the references' keys are kept, and whether this run keeps them.
@@ -41,25 +41,26 @@ impl KeptKeys {
     }
 
     /// The keys of `reference` kept at `version` (what names the version of
-    /// its files or table), if a run kept them and they read back whole.
+    /// its files or table), if a run kept them and they read back whole
+    /// (streamed: never held twice).
     pub(crate) async fn read(&self, reference: &Reference, version: &str) -> Option<KeySet> {
         let path = path_of(reference, version);
-        let bytes = match self.dq_error.get_opt(&path).await {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => return None,
-            Err(error) => {
-                tracing::warn!(reference = %reference.name, %error, "the reference's kept keys could not be read: reading the reference");
-                return None;
+        let read = async {
+            if !self.dq_error.exists(&path).await? {
+                return Ok(None);
             }
+            let mut reader = KeysReader::new(reference.keys.len(), self.dq_error.url_of(&path));
+            self.dq_error.stream_to(&path, &mut reader).await?;
+            reader.finish().map(Some)
         };
-        match decode(&bytes, reference.keys.len()) {
-            Ok(keys) => {
+        match read.await {
+            Ok(Some(keys)) => {
                 tracing::debug!(reference = %reference.name, keys = keys.len(), "reference keys read back from where a run kept them");
                 Some(keys)
             }
-            Err(reason) => {
-                let path = self.dq_error.url_of(&path);
-                tracing::warn!(reference = %reference.name, %path, %reason, "the reference's kept keys do not read back: reading the reference");
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(reference = %reference.name, %error, "the reference's kept keys do not read back: reading the reference");
                 None
             }
         }
@@ -124,45 +125,140 @@ async fn write_pieces(
         .await
 }
 
-/// The keys a keys file holds, checked: its format, its keys' parts
-/// (`width`), its length and its checksum.
-fn decode(bytes: &[u8], width: usize) -> std::result::Result<KeySet, String> {
-    let (head, rest) = bytes
-        .split_at_checked(HEADER)
-        .ok_or("it is shorter than its header")?;
-    let (magic, counts) = head.split_at(MAGIC.len());
-    if magic != MAGIC {
-        return Err("it is not a keys file silverline wrote".to_string());
+/// A keys file read piece by piece ([`ObjectSink`]): its header, then its
+/// fingerprints, hashed as they come, then its checksum; its format, key
+/// parts, length and checksum checked.
+struct KeysReader {
+    /// The reference's key parts.
+    width: usize,
+    /// The file's URL, for errors.
+    url: String,
+    size: u64,
+    head: Vec<u8>,
+    count: usize,
+    prints: Vec<u128>,
+    /// The bytes of a fingerprint cut between two pieces.
+    partial: Vec<u8>,
+    tail: Vec<u8>,
+    hash: blake3::Hasher,
+}
+
+impl KeysReader {
+    fn new(width: usize, url: String) -> KeysReader {
+        KeysReader {
+            width,
+            url,
+            size: 0,
+            head: Vec::with_capacity(HEADER),
+            count: 0,
+            prints: Vec::new(),
+            partial: Vec::with_capacity(16),
+            tail: Vec::with_capacity(CHECKSUM),
+            hash: blake3::Hasher::new(),
+        }
     }
-    let (kept_width, count) = counts.split_at(4);
-    let kept_width = u32::from_le_bytes(kept_width.try_into().map_err(|_| "no key parts")?);
-    let count = u64::from_le_bytes(count.try_into().map_err(|_| "no key count")?);
-    if usize::try_from(kept_width).ok() != Some(width) {
-        return Err(format!(
-            "it holds keys of {kept_width} parts, the reference's have {width}"
-        ));
+
+    fn bad(&self, reason: impl Into<String>) -> Error {
+        Error::BadRecord {
+            location: format!("kept reference keys {}", self.url),
+            reason: reason.into(),
+        }
     }
-    let body = usize::try_from(count)
-        .ok()
-        .and_then(|count| count.checked_mul(16))
-        .filter(|body| body.checked_add(CHECKSUM) == Some(rest.len()))
-        .ok_or("its length does not match its key count")?;
-    let (body, checksum) = rest.split_at(body);
-    let mut hash = blake3::Hasher::new();
-    hash.update(head);
-    hash.update(body);
-    if hash.finalize().as_bytes() != checksum {
-        return Err("its checksum does not match its content".to_string());
+
+    /// The header read: checks it against the reference and the file's size
+    /// before the fingerprints' room is taken.
+    fn start(&mut self) -> Result<()> {
+        let (magic, counts) = self.head.split_at(MAGIC.len());
+        if magic != MAGIC {
+            return Err(self.bad("it is not a keys file silverline wrote"));
+        }
+        let mut width = [0u8; 4];
+        width.copy_from_slice(&counts[..4]);
+        let mut count = [0u8; 8];
+        count.copy_from_slice(&counts[4..]);
+        let (width, count) = (u32::from_le_bytes(width), u64::from_le_bytes(count));
+        if usize::try_from(width).ok() != Some(self.width) {
+            let reason = format!(
+                "it holds keys of {width} parts, the reference's have {}",
+                self.width
+            );
+            return Err(self.bad(reason));
+        }
+        let expected = count
+            .checked_mul(16)
+            .and_then(|body| body.checked_add((HEADER + CHECKSUM) as u64));
+        self.count = match (expected == Some(self.size), usize::try_from(count)) {
+            (true, Ok(count)) => count,
+            _ => return Err(self.bad("its length does not match its key count")),
+        };
+        self.hash.update(&self.head);
+        self.prints.reserve_exact(self.count);
+        Ok(())
     }
-    let prints = body
-        .chunks_exact(16)
-        .map(|print| {
-            let mut bytes = [0u8; 16];
-            bytes.copy_from_slice(print);
-            u128::from_le_bytes(bytes)
-        })
-        .collect();
-    KeySet::from_prints(prints, width, Stage::Reference).map_err(|error| error.to_string())
+
+    /// Takes fingerprints from `body`, hashed, a cut one completed first.
+    fn fingerprints(&mut self, mut body: &[u8]) {
+        self.hash.update(body);
+        if !self.partial.is_empty() {
+            let taken = (16 - self.partial.len()).min(body.len());
+            self.partial.extend_from_slice(&body[..taken]);
+            body = &body[taken..];
+            if self.partial.len() == 16 {
+                self.prints.push(print_of(&self.partial));
+                self.partial.clear();
+            }
+        }
+        let whole = body.chunks_exact(16);
+        self.partial.extend_from_slice(whole.remainder());
+        self.prints.extend(whole.map(print_of));
+    }
+
+    /// The keys, once every byte came and the checksum matches.
+    fn finish(self) -> Result<KeySet> {
+        if self.head.len() < HEADER
+            || self.prints.len() != self.count
+            || self.tail.len() != CHECKSUM
+        {
+            return Err(self.bad("it is cut short"));
+        }
+        if self.hash.finalize().as_bytes()[..] != self.tail[..] {
+            return Err(self.bad("its checksum does not match its content"));
+        }
+        KeySet::from_prints(self.prints, self.width, Stage::Reference)
+    }
+}
+
+impl ObjectSink for KeysReader {
+    fn size(&mut self, size: u64) {
+        self.size = size;
+    }
+
+    fn piece(&mut self, mut piece: &[u8]) -> Result<()> {
+        if self.head.len() < HEADER {
+            let taken = (HEADER - self.head.len()).min(piece.len());
+            self.head.extend_from_slice(&piece[..taken]);
+            piece = &piece[taken..];
+            if self.head.len() < HEADER {
+                return Ok(());
+            }
+            self.start()?;
+        }
+        let body_left = 16 * (self.count - self.prints.len()) - self.partial.len();
+        let (body, tail) = piece.split_at(body_left.min(piece.len()));
+        self.fingerprints(body);
+        self.tail.extend_from_slice(tail);
+        if self.tail.len() > CHECKSUM {
+            return Err(self.bad("it runs past its checksum"));
+        }
+        Ok(())
+    }
+}
+
+/// A fingerprint from its 16 bytes, little-endian.
+fn print_of(bytes: &[u8]) -> u128 {
+    let mut print = [0u8; 16];
+    print.copy_from_slice(bytes);
+    u128::from_le_bytes(print)
 }
 
 /// The folder of `reference`'s kept keys: named by a hash of what defines
@@ -251,7 +347,11 @@ mod tests {
         for damaged in [
             [&whole[..100], &[whole[100] ^ 1], &whole[101..]].concat(),
             whole[..whole.len() - 1].to_vec(),
+            [whole.as_slice(), &[0]].concat(),
             b"SLKEYS01".to_vec(),
+            // A count no file of this length holds: refused before any room
+            // is taken for it.
+            [&whole[..12], &(1u64 << 40).to_le_bytes(), &[0; 32]].concat(),
         ] {
             std::fs::write(&file, &damaged).unwrap();
             assert!(kept.read(&reference, "v1").await.is_none());
