@@ -241,11 +241,10 @@ impl KeySet {
         key_text(columns, self.width, self.stage)
     }
 
-    /// The keys' fingerprints, sorted and distinct once loaded, and how
-    /// many parts a key has (none before a key is inserted): what
+    /// The keys' fingerprints, sorted and distinct once loaded: what
     /// [`KeySet::from_prints`] takes back.
-    pub(crate) fn prints(&self) -> (&[u128], Option<usize>) {
-        (&self.prints, self.width)
+    pub(crate) fn prints(&self) -> &[u128] {
+        &self.prints
     }
 
     /// A set loaded from the fingerprints of [`KeySet::prints`], keys of
@@ -267,7 +266,10 @@ impl KeySet {
     }
 }
 
-/// Each row's fingerprint over its key's parts (length-prefixed, null marked).
+/// Each row's fingerprint over its key's parts (length-prefixed, null
+/// marked). Reference keys kept for later runs are these fingerprints
+/// (`pipeline::evaluate::kept_keys`): a change here must change the
+/// scheme version there, or kept keys would match wrongly.
 pub(crate) fn fingerprints(columns: &[StringArray]) -> Vec<u128> {
     let rows = rows_of(columns);
     let mut key = Vec::new();

@@ -128,8 +128,8 @@ pub(crate) fn one_ahead<T: Send>(
 /// caller goes on (a copy written to disk while the caller fingerprints
 /// it): at most `depth` items wait between the two. The thread's error, or
 /// its panic, is the caller's at its next [`Beside::give`] or at
-/// [`Beside::finish`]; dropped unfinished, the thread stops once it has
-/// worked through what it was given.
+/// [`Beside::finish`]; dropped unfinished (the caller failed), the thread
+/// works through what it was given and is joined.
 pub(crate) struct Beside<T, R> {
     what: String,
     send: Option<std::sync::mpsc::SyncSender<T>>,
@@ -170,11 +170,11 @@ impl<T: Send + 'static, R: Send + 'static> Beside<T, R> {
 
     /// Waits for the thread to work through every item given; its result.
     pub(crate) fn finish(mut self) -> Result<R> {
-        self.send = None;
         self.join()
     }
 
     fn join(&mut self) -> Result<R> {
+        self.send = None;
         let what = &self.what;
         let thread = self
             .thread
@@ -186,6 +186,16 @@ impl<T: Send + 'static, R: Send + 'static> Beside<T, R> {
                 panic_message(panic.as_ref())
             )))
         })
+    }
+}
+
+impl<T, R> Drop for Beside<T, R> {
+    fn drop(&mut self) {
+        self.send = None;
+        if let Some(thread) = self.thread.take() {
+            // Unfinished: the caller's error is the one reported.
+            let _ = thread.join();
+        }
     }
 }
 
@@ -250,17 +260,18 @@ mod tests {
 
     #[test]
     fn beside_works_through_every_item_in_order_and_reports_its_failure() {
-        let mut summing = Beside::start("summing", 2, |items: std::sync::mpsc::Receiver<u64>| {
-            Ok(items.iter().fold(Vec::new(), |mut seen, item| {
-                seen.push(item);
-                seen
-            }))
-        })
-        .unwrap();
+        let mut gathering =
+            Beside::start("gathering", 2, |items: std::sync::mpsc::Receiver<u64>| {
+                Ok(items.iter().fold(Vec::new(), |mut seen, item| {
+                    seen.push(item);
+                    seen
+                }))
+            })
+            .unwrap();
         for item in 0..100 {
-            summing.give(item).unwrap();
+            gathering.give(item).unwrap();
         }
-        assert_eq!(summing.finish().unwrap(), (0..100).collect::<Vec<_>>());
+        assert_eq!(gathering.finish().unwrap(), (0..100).collect::<Vec<_>>());
 
         let mut failing = Beside::start("failing", 1, |items: std::sync::mpsc::Receiver<u64>| {
             for item in items {

@@ -32,8 +32,9 @@ pub(crate) trait ObjectSink {
 
 /// An object streamed to an unnamed file in a local folder (the scratch
 /// folder): it is deleted once closed. Its pieces are gathered into writes
-/// of [`FileSink::WRITE`] bytes, written on a thread of their own while the
-/// caller goes on (a drop's copy is written while it is fingerprinted).
+/// of at least [`FileSink::WRITE`] bytes (the last one less), written on a
+/// thread of their own while the caller goes on (a drop's copy is written
+/// while it is fingerprinted).
 pub(crate) struct FileSink {
     pending: Vec<u8>,
     writer: Beside<Vec<u8>, std::fs::File>,

@@ -179,7 +179,7 @@ pub(super) async fn claim_run(
             fetch_drop(&context.bronze, drop, scratch).await?
         }
     };
-    let fingerprint = match hooks::sha256_fingerprint(options) {
+    let fingerprint = match hooks::claims_as_sha256(options) {
         true => sha256_fingerprint(&files),
         false => claimed_before(context, &files)
             .await?
@@ -294,7 +294,13 @@ async fn claimed_before(context: &Context<'_>, files: &[DropFile]) -> Result<Opt
     if !committed_before && !claimed().await? {
         return Ok(None);
     }
-    let legacy = sha256_fingerprint(files);
+    // Seconds for a large drop: off the runtime's threads.
+    let copies = files.to_vec();
+    let legacy = tokio::task::spawn_blocking(move || sha256_fingerprint(&copies))
+        .await
+        .map_err(|error| {
+            Error::Internal(format!("claim: the SHA-256 fingerprint failed: {error}"))
+        })?;
     let run_key = run_key_of(drop, &legacy);
     let found = find_committed(&context.silver, &run_key)?.is_some()
         || read_marker(&context.dq_error, &marker_path(drop, &legacy), &run_key)

@@ -64,13 +64,13 @@ pub(crate) fn is_crash<T>(_result: &Result<T>) -> bool {
 
 /// Whether a test claims the drop as versions before BLAKE3 did.
 #[cfg(feature = "test-hooks")]
-pub(crate) fn sha256_fingerprint(options: &RunOptions) -> bool {
+pub(crate) fn claims_as_sha256(options: &RunOptions) -> bool {
     options.hooks.sha256_fingerprint
 }
 
 /// Without the `test-hooks` feature a drop is claimed as this version does.
 #[cfg(not(feature = "test-hooks"))]
-pub(crate) fn sha256_fingerprint(_options: &RunOptions) -> bool {
+pub(crate) fn claims_as_sha256(_options: &RunOptions) -> bool {
     false
 }
 

@@ -235,15 +235,17 @@ async fn open_and_run(
     let judged = (claim, &mut references, &mut handover);
     let result = process(&context, judged, rules, options, summary).await;
     let mut loaded = references.into_loaded();
-    if result.is_ok() {
-        evaluate::reference::keep_loaded(&mut loaded, &kept_keys).await;
-    }
-    carry.references = loaded;
     carry.committed = handover.carried;
     carry.read_kept = handover.read_kept;
     summary.finished_at = Some(now());
     time(summary, Stage::Total, started);
-    finish(&context, summary, &summary_path, result, options).await
+    let finished = finish(&context, summary, &summary_path, result, options).await;
+    // Once the run's record is written: a later run may read them back.
+    if finished.is_ok() {
+        evaluate::reference::keep_loaded(&mut loaded, &kept_keys, &plan.contract).await;
+    }
+    carry.references = loaded;
+    finished
 }
 
 /// The run's record: a failed run's error in its summary; a concurrent

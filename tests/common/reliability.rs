@@ -142,6 +142,11 @@ pub async fn a_tampered_claim_marker_steers_no_path(ws: &Workspace) {
         ..RunOptions::default()
     };
     assert!(ws.run_drop("BANK_M", "2026-01", &crash).await.is_err());
+    let kept = ws.list_outputs("reference-keys/").await.unwrap();
+    assert!(
+        kept.is_empty(),
+        "a failed run keeps no reference keys: {kept:?}"
+    );
     let markers = ws.list_outputs("claims/BANK_M/").await.unwrap();
     assert_eq!(markers.len(), 1, "{markers:?}");
     let marker: serde_json::Value = serde_json::from_slice(
@@ -250,6 +255,16 @@ pub async fn a_drop_claimed_before_blake3_keeps_its_run_key(ws: &Workspace) {
     let rerun = run("2026-03", RunOptions::default()).await.unwrap();
     assert_eq!(rerun.summary.status, RunStatus::AlreadyCommitted);
     assert_eq!(silver_count(ws).await, 36);
+
+    // A drop claimed before, delivered again with other content: a new
+    // run, keyed by BLAKE3 (its rows are April's, new to Silver).
+    let april = bank.statements(month(2026, 4), false);
+    ws.put_drop("BANK_L", "2026-01", &april).await.unwrap();
+    let redelivered = run("2026-01", RunOptions::default()).await.unwrap();
+    assert_eq!(redelivered.summary.status, RunStatus::Committed);
+    let key = fingerprint(&redelivered.summary.run_key);
+    assert!(key.starts_with("b3-"), "{key}");
+    assert_eq!(silver_count(ws).await, 48);
 }
 
 /// What runs wrote under dq_error, but the summaries of drops that could not be claimed.

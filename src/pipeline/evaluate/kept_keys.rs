@@ -25,6 +25,10 @@ pub struct KeptKeys {
 
 /// The folder of kept keys under dq_error.
 const FOLDER: &str = "reference-keys";
+/// How key fingerprints are computed (`core::keys::fingerprints`: XXH3-128
+/// over the parts as text, length-prefixed): part of every reference's
+/// folder name, so keys fingerprinted another way are never read back.
+const SCHEME: &str = "xxh3-128 text length-prefixed v1";
 /// What a keys file starts with: its format and version.
 const MAGIC: &[u8; 8] = b"SLKEYS01";
 /// Magic, key parts (u32) and key count (u64), little-endian.
@@ -67,14 +71,18 @@ impl KeptKeys {
     }
 
     /// Keeps `keys`, loaded from `reference` at `version`, for later runs
-    /// and deletes the reference's other versions (nothing in a dry run);
-    /// a failure is logged and the run goes on.
-    pub(crate) async fn keep(&self, reference: &Reference, version: &str, keys: &KeySet) {
+    /// and deletes the reference's other versions; whether they are kept
+    /// (never in a dry run; a failure is logged and the run goes on).
+    pub(crate) async fn keep(&self, reference: &Reference, version: &str, keys: &KeySet) -> bool {
         if !self.write {
-            return;
+            return false;
         }
-        if let Err(error) = self.write_keys(reference, version, keys).await {
-            tracing::warn!(reference = %reference.name, %error, "the reference's keys could not be kept for later runs");
+        match self.write_keys(reference, version, keys).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(reference = %reference.name, %error, "the reference's keys could not be kept for later runs");
+                false
+            }
         }
     }
 
@@ -105,7 +113,7 @@ async fn write_pieces(
     width: usize,
     upload: &mut crate::infra::storage::Upload,
 ) -> Result<()> {
-    let (prints, _) = keys.prints();
+    let prints = keys.prints();
     let width = u32::try_from(width)
         .map_err(|_| Error::Internal("reference keys of too many parts".to_string()))?;
     let mut head = Vec::with_capacity(HEADER);
@@ -266,6 +274,7 @@ fn print_of(bytes: &[u8]) -> u128 {
 fn folder_of(reference: &Reference) -> String {
     let mut hash = blake3::Hasher::new();
     for part in [
+        SCHEME,
         reference.name.as_str(),
         reference.location.as_str(),
         &format!("{:?}", reference.format),
@@ -328,7 +337,7 @@ mod tests {
         let reference = holders();
         let many: Vec<String> = (0..70_000).map(|i| format!("H{i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        kept.keep(&reference, "v1", &keys_of(&many)).await;
+        assert!(kept.keep(&reference, "v1", &keys_of(&many)).await);
 
         let read = kept.read(&reference, "v1").await.unwrap();
         assert_eq!(read.len(), 70_000, "more than one piece");
@@ -358,17 +367,43 @@ mod tests {
         }
 
         // A new version replaces the old; a dry run writes nothing.
-        kept.keep(&reference, "v2", &keys_of(&["H1"])).await;
+        assert!(kept.keep(&reference, "v2", &keys_of(&["H1"])).await);
         assert!(kept.read(&reference, "v1").await.is_none());
         assert_eq!(
             knows(&kept.read(&reference, "v2").await.unwrap(), &["H1"]),
             [true]
         );
         let dry = KeptKeys::new(dq_error.clone(), false);
-        dry.keep(&reference, "v3", &keys_of(&["H3"])).await;
+        assert!(!dry.keep(&reference, "v3", &keys_of(&["H3"])).await);
         assert!(kept.read(&reference, "v3").await.is_none());
         let listed = dq_error.list(FOLDER).await.unwrap();
         assert_eq!(listed.len(), 1, "{listed:?}");
+    }
+
+    #[tokio::test]
+    async fn a_keys_file_reads_the_same_in_pieces_of_any_size() {
+        let folder = tempfile::tempdir().unwrap();
+        let (_, dq_error) = Stores::local_for_test(folder.path()).await;
+        let reference = holders();
+        let kept = KeptKeys::new(dq_error, true);
+        assert!(
+            kept.keep(&reference, "v1", &keys_of(&["H1", "H2", "H3"]))
+                .await
+        );
+        let whole = std::fs::read(folder.path().join(path_of(&reference, "v1"))).unwrap();
+        for size in [1, 7, 16, 17, whole.len()] {
+            let mut reader = KeysReader::new(1, "test".to_string());
+            reader.size(whole.len() as u64);
+            for piece in whole.chunks(size) {
+                reader.piece(piece).unwrap();
+            }
+            let keys = reader.finish().unwrap();
+            assert_eq!(
+                knows(&keys, &["H1", "H3", "H4"]),
+                [true, true, false],
+                "{size}"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::kept_keys::KeptKeys;
+use crate::config::contract::Contract;
 use crate::config::plan::{Reference, ReferenceFormat};
 use crate::core::keys::KeySet;
 use crate::error::{Error, Result};
@@ -32,8 +33,8 @@ pub struct KnownKeys {
     source: SourceVersion,
     keys: KeySet,
     /// Whether they are kept for later runs already (read back from there,
-    /// or kept since): keys loaded from the reference are kept once a run
-    /// succeeds ([`keep_loaded`]).
+    /// or written there since): keys loaded from the reference are kept
+    /// once a run succeeds ([`keep_loaded`]).
     kept: bool,
 }
 
@@ -135,14 +136,26 @@ pub async fn load_known_keys(
 /// Keeps for later runs, in `kept_keys`, the keys of `known` this process
 /// loaded from the references themselves: a run that succeeded calls it,
 /// so a failed run leaves nothing behind (nor does a dry run: it writes
-/// nothing).
-pub async fn keep_loaded(known: &mut [KnownKeys], kept_keys: &KeptKeys) {
+/// nothing). Keys matched against a sensitive column of `contract` are
+/// never kept: their fingerprints, unsalted, would let anyone who reads
+/// dq_error test guesses of its values.
+pub async fn keep_loaded(known: &mut [KnownKeys], kept_keys: &KeptKeys, contract: &Contract) {
     for keys in known.iter_mut().filter(|keys| !keys.kept) {
-        if let Some(version) = keys.source.describe() {
-            kept_keys.keep(&keys.reference, &version, &keys.keys).await;
+        if reads_sensitive(&keys.reference, contract) {
+            continue;
         }
-        keys.kept = true;
+        if let Some(version) = keys.source.describe() {
+            keys.kept = kept_keys.keep(&keys.reference, &version, &keys.keys).await;
+        }
     }
+}
+
+/// Whether `reference` is matched against a column `contract` marks sensitive.
+fn reads_sensitive(reference: &Reference, contract: &Contract) -> bool {
+    reference
+        .keys
+        .iter()
+        .any(|(column, _)| contract.column(column).is_some_and(|c| c.sensitive))
 }
 
 /// Reads the keys of `reference`, opened, batch by batch; none is an error.
@@ -541,12 +554,37 @@ mod tests {
             load_known_keys(vec![reference.clone()], sources, Vec::new())
         };
 
-        // A dry run reads the reference and keeps nothing.
+        let column = |sensitive| crate::config::contract::Column {
+            name: "holder".to_string(),
+            column_type: crate::config::contract::ColumnType::String,
+            nullable: false,
+            sensitive,
+        };
+        let contract = |sensitive| Contract {
+            name: "t".to_string(),
+            columns: vec![column(sensitive)],
+            entity_key: vec!["holder".to_string()],
+            order_column: "holder".to_string(),
+            contributor_column: "holder".to_string(),
+            input: Default::default(),
+        };
+        let (plain, sensitive) = (contract(false), contract(true));
+
+        // A dry run reads the reference and keeps nothing; nor does a run
+        // whose rows' key column is sensitive.
         let dry = KeptKeys::new(dq_error.clone(), false);
         sources.kept = Some(dry.clone());
         let mut loaded = load(sources.clone()).await.unwrap();
         assert_eq!(knows(&loaded, &["H1"]), [true]);
-        keep_loaded(&mut loaded, &dry).await;
+        keep_loaded(&mut loaded, &dry, &plain).await;
+        assert!(dq_error.list("reference-keys").await.unwrap().is_empty());
+        let mut loaded = load(sources.clone()).await.unwrap();
+        keep_loaded(
+            &mut loaded,
+            &KeptKeys::new(dq_error.clone(), true),
+            &sensitive,
+        )
+        .await;
         assert!(dq_error.list("reference-keys").await.unwrap().is_empty());
 
         // A run keeps them once it succeeds; a later process (no keys in
@@ -556,7 +594,7 @@ mod tests {
         sources.kept = Some(real.clone());
         let mut loaded = load(sources.clone()).await.unwrap();
         assert!(dq_error.list("reference-keys").await.unwrap().is_empty());
-        keep_loaded(&mut loaded, &real).await;
+        keep_loaded(&mut loaded, &real, &plain).await;
         let kept = dq_error.list("reference-keys").await.unwrap();
         assert_eq!(kept.len(), 1, "{kept:?}");
         let mut planted = KeySet::new(Stage::Reference);
@@ -587,7 +625,7 @@ mod tests {
         std::fs::write(refs.join("a.csv"), "holder_id,name\nH22,x\n").unwrap();
         let mut rewritten = load(sources.clone()).await.unwrap();
         assert_eq!(knows(&rewritten, &["H22", "H9"]), [true, false]);
-        keep_loaded(&mut rewritten, &real).await;
+        keep_loaded(&mut rewritten, &real, &plain).await;
         let now = dq_error.list("reference-keys").await.unwrap();
         assert_eq!(now.len(), 1);
         assert_ne!(now, kept);
