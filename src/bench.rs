@@ -5,7 +5,11 @@
 //! child processes (everything but the commit, so one drop can be measured
 //! under several settings), timed from outside, with their peak RSS read from
 //! `/proc` while they run; each compared figure, the floor's too, is the
-//! median of three. A last, real run of the 12-month drop shows the commit.
+//! median of three. Each workspace's history is appended directly (far
+//! faster than run), then given what a backfill of it would have kept: its
+//! months' metrics and the references' keys. One line measures the
+//! 12-month drop with nothing kept (a first run); a last, real run of it
+//! shows the commit.
 //! Then, optionally, larger drops (`--large`, one dry run each) and a
 //! backfill of monthly drops in one process (`--backfill-months`), in rows
 //! per second.
@@ -28,6 +32,10 @@ use crate::error::{Error, Result};
 use crate::infra::catalog::{connect, load_or_create_silver};
 use crate::infra::datafile::write_silver_files;
 use crate::infra::storage::Stores;
+use crate::pipeline::evaluate::committed::{CommittedSources, start_committed_periods};
+use crate::pipeline::evaluate::kept_keys::KeptKeys;
+use crate::pipeline::evaluate::reference::{ReferenceSources, keep_loaded, load_known_keys};
+use crate::pipeline::evaluate::references_read_by;
 use crate::pipeline::read::read_drop;
 use crate::stage::Stage;
 
@@ -111,6 +119,11 @@ async fn bench_runs(sizes: &Sizes, dir: &Path) -> Result<()> {
     write_five_fold_rules(ws)?;
     let five = median_run(ws, "credit_statements_x5.toml", drop_id)?;
     print_measure("run, 12 months, 5x rules", accounts, &five);
+    // A first run: nothing kept by runs before it (measured afresh by the
+    // committed run after it, which keeps them again).
+    forget_kept(ws).await?;
+    let first = median_run(ws, "credit_statements.toml", drop_id)?;
+    print_measure("run, 12 months, nothing kept", accounts, &first);
     let committed = measure_run(ws, "credit_statements.toml", drop_id, COMMIT)?;
     print_measure("run, 12 months, committed", accounts, &committed);
     // The month after: what a monthly run meets in production, the metrics
@@ -302,7 +315,60 @@ async fn load_history(
         month: *drop_month,
     };
     let drop_id = drops.put(ws).await?;
+    if let Some(first) = history_months.first() {
+        keep_as_a_backfill_would(ws, (*first, *drop_month), (stores, catalog)).await?;
+    }
     Ok((drop_id, drops))
+}
+
+/// Keeps under the workspace's dq_error what a backfill of its history
+/// months (`window`: the first month's first day, the drop month's) would
+/// have kept, as the figures were measured: each month's metrics
+/// (a committed run keeps its periods') and the references' keys (its last
+/// run's). The history is appended directly, far faster than run.
+async fn keep_as_a_backfill_would(
+    ws: &Workspace,
+    window: (NaiveDate, NaiveDate),
+    (stores, catalog): (Stores, Arc<dyn iceberg::Catalog>),
+) -> Result<()> {
+    let plan = &ws.plan;
+    let silver = load_or_create_silver(catalog.as_ref(), plan).await?.table;
+    let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
+    let (_, rules) = plan.rules_for(CONTRIBUTOR)?;
+    let sources = CommittedSources {
+        silver: &silver,
+        dq_error: &dq_error,
+        keep: true,
+        missing: None,
+        memory: plan.query_memory()?,
+        carried: None,
+    };
+    if let Some(work) = start_committed_periods(plan, &rules, CONTRIBUTOR, Some(window), sources)? {
+        work.join().await?;
+    }
+    let sources = ReferenceSources {
+        stores,
+        catalog,
+        kept: None,
+    };
+    let references = references_read_by(plan, &rules);
+    let mut known = load_known_keys(references, sources, Vec::new()).await?;
+    keep_loaded(&mut known, &KeptKeys::new(dq_error, true), &plan.contract).await;
+    Ok(())
+}
+
+/// Deletes what runs kept under the workspace's dq_error (metrics,
+/// references' keys): the next run measures and reads everything afresh.
+async fn forget_kept(ws: &Workspace) -> Result<()> {
+    let plan = &ws.plan;
+    let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
+    let dq_error = stores.open(&plan.storage.dq_error, "storage.dq_error")?;
+    for folder in ["metrics/", "reference-keys/"] {
+        for kept in dq_error.list(folder).await? {
+            dq_error.delete(&kept.relative).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Accounts generated, read and written at once while the bench sets up:

@@ -365,6 +365,7 @@ fn bench_prints_the_run_the_floor_and_the_ratios() {
         "5x rules",
         "floor",
         "run, 12 months, the month after",
+        "run, 12 months, nothing kept",
         "run, 600 accounts, 3 months",
         "backfill, 2 monthly CSV drops",
         "backfill, 2 monthly Parquet drops",
@@ -375,6 +376,12 @@ fn bench_prints_the_run_the_floor_and_the_ratios() {
         let line = text.lines().find(|l| l.starts_with(label)).unwrap();
         line.split_whitespace().last().unwrap().parse().unwrap()
     };
+    // Each workspace holds what a backfill of its history would have kept.
+    for kept in ["metrics", "reference-keys"] {
+        let folder = dir.join("history-3/data/dq_error").join(kept);
+        let files = walk(&folder);
+        assert!(!files.is_empty(), "nothing kept under {}", folder.display());
+    }
     assert!(ratio("run / floor") > 0.0);
     assert!(ratio("36 months / 3 months of history") > 0.0);
     assert!(ratio("5x rules / default rules") > 0.0);
