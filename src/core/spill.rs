@@ -38,6 +38,12 @@ const MAX_HELD: usize = 1024 * 1024;
 /// batches cost more to write than they save.
 const MIN_HELD: usize = 64 * 1024;
 
+/// Where a run writes to local disk: `[resources] scratch_dir` when set
+/// (`scratch`), else the system's temporary folder.
+pub(crate) fn scratch_folder(scratch: Option<&Path>) -> PathBuf {
+    scratch.map_or_else(std::env::temp_dir, Path::to_path_buf)
+}
+
 /// The run's spill folder: none when everything stays in memory.
 #[derive(Debug)]
 pub(crate) struct SpillDir {
@@ -63,7 +69,7 @@ impl SpillDir {
             return Ok(SpillDir::in_memory());
         }
         let held = usize::try_from(memory_limit / BUCKETS_HELD_DIVISOR).unwrap_or(usize::MAX);
-        let parent = scratch.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let parent = scratch_folder(scratch);
         let dir = tempfile::Builder::new()
             .prefix("silverline-buckets-")
             .tempdir_in(&parent)

@@ -481,7 +481,7 @@ impl Location {
         relative: &str,
         dir: Option<&std::path::Path>,
     ) -> Result<std::fs::File> {
-        let dir = dir.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
+        let dir = crate::core::spill::scratch_folder(dir);
         let mut sink = FileSink::new(&dir)?;
         self.stream_to(relative, &mut sink).await?;
         sink.into_file()

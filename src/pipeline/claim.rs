@@ -223,7 +223,7 @@ async fn fetch_drop(
     let prefix = drop.prefix();
     let listed = bronze.list(&prefix).await?;
     let listed_any = !listed.is_empty();
-    let dir = scratch.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
+    let dir = crate::core::spill::scratch_folder(scratch);
     let mut hash = blake3::Hasher::new();
     let mut files = Vec::new();
     for object in &listed {

@@ -107,11 +107,7 @@ pub(super) async fn open<'a>(
 /// a dry run writes what a run would store (its dq_error files, its Silver
 /// data files); deleted when dropped.
 pub(super) fn dry_run_folder(plan: &Plan, what: &str) -> Result<tempfile::TempDir> {
-    let parent = plan
-        .resources
-        .scratch_dir
-        .clone()
-        .unwrap_or_else(std::env::temp_dir);
+    let parent = crate::core::spill::scratch_folder(plan.resources.scratch_dir.as_deref());
     tempfile::Builder::new()
         .prefix(&format!("silverline-dry-run-{what}-"))
         .tempdir_in(&parent)

@@ -78,7 +78,7 @@ pub(super) fn decompressed(
         }
         (_, Some(found)) => found,
     };
-    let parent = scratch.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let parent = crate::core::spill::scratch_folder(scratch);
     let io = |source| Error::Io {
         path: parent.clone(),
         source,
