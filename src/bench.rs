@@ -616,7 +616,7 @@ fn measure_floor(ws: &Workspace, drop_id: &str) -> Result<Duration> {
 }
 
 /// Reads the CSV file `csv` with the contract's types and writes it as the
-/// Parquet file `out_path`, with arrow alone.
+/// Parquet file `out_path` (zstd, as Silver's), with arrow alone.
 fn csv_to_parquet(ws: &Workspace, csv: &Path, out_path: &Path) -> Result<()> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -632,8 +632,13 @@ fn csv_to_parquet(ws: &Workspace, csv: &Path, out_path: &Path) -> Result<()> {
     let failed = |e: parquet::errors::ParquetError| {
         Error::Internal(format!("bench: {}: {e}", out_path.display()))
     };
+    // Compressed as Silver's data files are when the table names no codec.
+    let zstd = parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::default());
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(zstd)
+        .build();
     let mut writer =
-        parquet::arrow::ArrowWriter::try_new(out, ws.plan.contract.arrow_schema(), None)
+        parquet::arrow::ArrowWriter::try_new(out, ws.plan.contract.arrow_schema(), Some(props))
             .map_err(failed)?;
     for batch in reader {
         let batch = batch.map_err(Error::arrow(Stage::Bench))?;

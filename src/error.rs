@@ -147,6 +147,18 @@ pub enum Error {
         /// The underlying error.
         source: Box<iceberg::Error>,
     },
+    /// A table property silverline reads holds a value it cannot use.
+    #[error("table {table}: property {property} = {}: {reason}", printable(value))]
+    TableProperty {
+        /// The table.
+        table: String,
+        /// The property.
+        property: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it cannot be used, and what can.
+        reason: String,
+    },
     /// A query the engine built failed to plan or execute. Engine messages
     /// quote row values, so only the kind of failure is shown (details are
     /// kept for planning failures, which happen before any row is read).
@@ -398,9 +410,10 @@ impl Error {
     /// rerun may succeed without anyone changing anything.
     pub fn class(&self) -> ErrorClass {
         match self {
-            Error::ConfigRead { .. } | Error::ConfigInvalid { .. } | Error::Usage { .. } => {
-                ErrorClass::Config
-            }
+            Error::ConfigRead { .. }
+            | Error::ConfigInvalid { .. }
+            | Error::Usage { .. }
+            | Error::TableProperty { .. } => ErrorClass::Config,
             Error::Evaluation { failure, .. } if failure.is_rule_fault() => ErrorClass::Config,
             Error::DropNotArrived { .. } => ErrorClass::NotArrived,
             Error::BadDrop { .. }
@@ -557,6 +570,12 @@ mod tests {
             Error::AfterCommit {
                 source: Box::new(Error::Internal("events".into())),
             },
+            Error::TableProperty {
+                table: "t".into(),
+                property: "write.parquet.compression-codec",
+                value: "lzo".into(),
+                reason: "not a codec".into(),
+            },
             engine(DataFusionError::ArrowError(
                 Box::new(ArrowError::DivideByZero),
                 None,
@@ -605,7 +624,8 @@ mod tests {
                 let expected = match &error {
                     Error::ConfigRead { .. }
                     | Error::ConfigInvalid { .. }
-                    | Error::Usage { .. } => ErrorClass::Config,
+                    | Error::Usage { .. }
+                    | Error::TableProperty { .. } => ErrorClass::Config,
                     Error::Evaluation {
                         failure: EngineFailure::Planning,
                         ..

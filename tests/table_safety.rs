@@ -2,7 +2,8 @@
 //! personal data in their metadata: a catalog that lost Silver is not answered
 //! with a new empty table at the same location (the run refuses, exit 2, and
 //! `adopt-table` brings the table back with its history), and the manifests
-//! hold no lower/upper bound of a column marked sensitive.
+//! hold no lower/upper bound of a column marked sensitive. Data files are
+//! compressed as the table's Iceberg codec property says (zstd unless set).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -279,4 +280,102 @@ async fn a_column_marked_sensitive_later_loses_its_bounds_from_the_next_commit()
         new.iter()
             .all(|(_, lower, upper)| !lower.contains(&new_ic) && !upper.contains(&new_ic))
     );
+}
+
+/// Sets `key` to `value` on Silver, as another engine would; the catalog.
+async fn set_silver_property(
+    ws: &Workspace,
+    key: &str,
+    value: &str,
+) -> std::sync::Arc<dyn iceberg::Catalog> {
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    let stores =
+        silverline::infra::storage::Stores::new(&ws.plan.storage, ws.plan.catalog.warehouse())
+            .await
+            .unwrap();
+    let catalog = silverline::infra::catalog::connect(&ws.plan.catalog, &stores)
+        .await
+        .unwrap();
+    let table = common::silver_table(ws).await;
+    let tx = Transaction::new(&table);
+    let tx = tx
+        .update_table_properties()
+        .set(key.to_string(), value.to_string())
+        .apply(tx)
+        .unwrap();
+    tx.commit(catalog.as_ref()).await.unwrap();
+    catalog
+}
+
+/// The codec of every column chunk of the data files each snapshot added.
+async fn codecs_by_snapshot(table: &Table) -> Vec<(i64, BTreeSet<String>)> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let snapshot = table.metadata().current_snapshot().unwrap();
+    let list = table.manifest_list_reader(snapshot).load().await.unwrap();
+    let mut codecs = Vec::new();
+    for manifest_file in list.entries() {
+        let manifest = manifest_file.load_manifest(table.file_io()).await.unwrap();
+        for entry in manifest.entries() {
+            let path = entry.data_file().file_path().trim_start_matches("file://");
+            let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+            let chunks = reader.metadata().row_groups().iter();
+            let names = chunks
+                .flat_map(|group| group.columns().iter())
+                .map(|chunk| format!("{:?}", chunk.compression()))
+                .collect();
+            codecs.push((entry.snapshot_id().unwrap(), names));
+        }
+    }
+    codecs
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn data_files_are_zstd_unless_the_table_names_another_codec_and_one_it_cannot_write_stops_the_run()
+ {
+    let test = common::workspace().await;
+    let ws = &test.ws;
+    let config = ws.dir.join("config/credit_statements.toml");
+    let config = config.to_str().unwrap();
+    let mut bank = Portfolio::new("BANK_C", 40, false, 5);
+    for m in [1, 2, 3] {
+        let drop_id = format!("2026-{m:02}");
+        ws.put_drop("BANK_C", &drop_id, &bank.statements(month(m), false))
+            .await
+            .unwrap();
+    }
+    let run = |drop_id: &'static str| {
+        [
+            "run",
+            "--config",
+            config,
+            "--contributor",
+            "BANK_C",
+            "--drop",
+            drop_id,
+        ]
+    };
+    silverline(&run("2026-01")).success();
+    let first = snapshot_ids(&common::silver_table(ws).await);
+    set_silver_property(ws, "write.parquet.compression-codec", "snappy").await;
+    silverline(&run("2026-02")).success();
+    let table = common::silver_table(ws).await;
+    let codecs = codecs_by_snapshot(&table).await;
+    let (january, february): (Vec<_>, Vec<_>) = codecs.iter().partition(|(s, _)| first.contains(s));
+    assert!(!january.is_empty() && !february.is_empty());
+    for (_, names) in &january {
+        assert!(names.iter().all(|n| n.starts_with("ZSTD")), "{names:?}");
+    }
+    for (_, names) in &february {
+        assert_eq!(names, &BTreeSet::from(["SNAPPY".to_string()]));
+    }
+
+    let catalog = set_silver_property(ws, "write.parquet.compression-codec", "lzo").await;
+    let refused = output(&silverline(&run("2026-03")).code(2));
+    assert!(
+        refused.contains("property write.parquet.compression-codec = lzo"),
+        "{refused}"
+    );
+    assert!(refused.contains("zstd"), "{refused}");
+    let after = catalog.load_table(table.identifier()).await.unwrap();
+    assert_eq!(snapshot_ids(&after), snapshot_ids(&table));
 }

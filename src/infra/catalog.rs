@@ -13,6 +13,8 @@ use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent
 use iceberg_catalog_rest::RestCatalogBuilder;
 use iceberg_catalog_sql::SqlCatalogBuilder;
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
+use parquet::errors::ParquetError;
 
 use crate::config::Plan;
 use crate::config::plan::{CatalogSpec, TableSpec};
@@ -283,6 +285,76 @@ async fn ensure_namespace(
 /// `none` (or `counts`) means no lower/upper bound of the column in manifests.
 pub const METRICS_COLUMN_PREFIX: &str = "write.metadata.metrics.column.";
 
+/// Iceberg's codec of Parquet data files (`zstd` when unset, as Iceberg's).
+pub const PARQUET_CODEC: &str = "write.parquet.compression-codec";
+
+/// Iceberg's level of that codec (the codec's default when unset).
+pub const PARQUET_CODEC_LEVEL: &str = "write.parquet.compression-level";
+
+/// The codecs [`PARQUET_CODEC`] may name.
+const PARQUET_CODECS: &str = "uncompressed, snappy, lz4, zstd, gzip, brotli";
+
+/// How `table`'s Parquet data files are compressed: Iceberg's
+/// [`PARQUET_CODEC`] at [`PARQUET_CODEC_LEVEL`] (`lz4` is written as
+/// LZ4_RAW, the Parquet format's current LZ4; a level given to a codec
+/// that takes none is ignored, as Iceberg does).
+pub(crate) fn parquet_compression(table: &Table) -> Result<Compression> {
+    compression_in(
+        table.metadata().properties(),
+        &table.identifier().to_string(),
+    )
+}
+
+/// [`parquet_compression`] of a table named `table` with `properties`.
+fn compression_in(properties: &HashMap<String, String>, table: &str) -> Result<Compression> {
+    let invalid = |property, value: &str, reason: String| Error::TableProperty {
+        table: table.to_string(),
+        property,
+        value: value.to_string(),
+        reason,
+    };
+    let level = match properties.get(PARQUET_CODEC_LEVEL) {
+        None => None,
+        Some(level) => Some(level.trim().parse::<u32>().map_err(|_| {
+            let reason = "not a whole number".to_string();
+            invalid(PARQUET_CODEC_LEVEL, level, reason)
+        })?),
+    };
+    let codec = properties.get(PARQUET_CODEC).map_or("zstd", |c| c.trim());
+    let leveled = |error: ParquetError| {
+        let value = level.map(|l| l.to_string()).unwrap_or_default();
+        invalid(
+            PARQUET_CODEC_LEVEL,
+            &value,
+            format!("not a level of {codec}: {error}"),
+        )
+    };
+    match codec.to_ascii_lowercase().as_str() {
+        "uncompressed" | "none" => Ok(Compression::UNCOMPRESSED),
+        "snappy" => Ok(Compression::SNAPPY),
+        "lz4" => Ok(Compression::LZ4_RAW),
+        "zstd" => level
+            .map_or(Ok(ZstdLevel::default()), |l| {
+                ZstdLevel::try_new(i32::try_from(l).unwrap_or(i32::MAX))
+            })
+            .map(Compression::ZSTD)
+            .map_err(leveled),
+        "gzip" => level
+            .map_or(Ok(GzipLevel::default()), GzipLevel::try_new)
+            .map(Compression::GZIP)
+            .map_err(leveled),
+        "brotli" => level
+            .map_or(Ok(BrotliLevel::default()), BrotliLevel::try_new)
+            .map(Compression::BROTLI)
+            .map_err(leveled),
+        _ => Err(invalid(
+            PARQUET_CODEC,
+            codec,
+            format!("not a codec silverline writes ({PARQUET_CODECS})"),
+        )),
+    }
+}
+
 /// Silverline retries Silver commits itself, re-checking the run key each time
 /// (see `infra::append`); Iceberg's blind re-apply must stay off.
 const NO_ICEBERG_RETRIES: (&str, &str) = ("commit.retry.num-retries", "0");
@@ -331,6 +403,7 @@ pub(crate) async fn load_silver_if_any(
     let ident = table_ident(&plan.table);
     let (namespace_exists, table) = load_if_exists(catalog, &ident).await?;
     if let Some(table) = table {
+        parquet_compression(&table)?;
         return evolve::preview(plan, table).map(Some);
     }
     let location = if namespace_exists {
@@ -403,6 +476,7 @@ async fn load_table_checked(
         Columns::Exactly(setting) => check_schema(&table, wanted.schema, setting)?,
         Columns::Contract => evolve::check(plan, &table)?,
     }
+    parquet_compression(&table)?;
     ensure_properties(catalog, table, wanted.properties).await
 }
 
@@ -799,6 +873,56 @@ mod tests {
     use super::*;
 
     const AT: &str = "file:///w/silver/t";
+
+    /// The codec of a table with these codec and level properties.
+    fn codec(codec: Option<&str>, level: Option<&str>) -> Result<Compression> {
+        let properties = [(PARQUET_CODEC, codec), (PARQUET_CODEC_LEVEL, level)]
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.to_string(), value?.to_string())))
+            .collect();
+        compression_in(&properties, "lake.silver")
+    }
+
+    #[test]
+    fn data_files_are_compressed_as_the_table_properties_say_and_zstd_by_default() {
+        let zstd = |level| Compression::ZSTD(ZstdLevel::try_new(level).unwrap());
+        assert_eq!(
+            codec(None, None).unwrap(),
+            Compression::ZSTD(ZstdLevel::default())
+        );
+        assert_eq!(codec(None, Some("9")).unwrap(), zstd(9));
+        assert_eq!(codec(Some(" ZSTD "), Some("3")).unwrap(), zstd(3));
+        assert_eq!(codec(Some("snappy"), None).unwrap(), Compression::SNAPPY);
+        assert_eq!(
+            codec(Some("snappy"), Some("4")).unwrap(),
+            Compression::SNAPPY
+        );
+        assert_eq!(codec(Some("lz4"), None).unwrap(), Compression::LZ4_RAW);
+        assert_eq!(
+            codec(Some("uncompressed"), None).unwrap(),
+            Compression::UNCOMPRESSED
+        );
+        let gzip = Compression::GZIP(GzipLevel::try_new(9).unwrap());
+        assert_eq!(codec(Some("gzip"), Some("9")).unwrap(), gzip);
+    }
+
+    #[test]
+    fn a_codec_or_level_silverline_cannot_write_is_a_configuration_mistake_naming_the_property() {
+        for (codec, level, property) in [
+            (Some("lzo"), None, PARQUET_CODEC),
+            (None, Some("fast"), PARQUET_CODEC_LEVEL),
+            (None, Some("99"), PARQUET_CODEC_LEVEL),
+            (Some("gzip"), Some("12"), PARQUET_CODEC_LEVEL),
+        ] {
+            let error = self::codec(codec, level).unwrap_err();
+            assert_eq!(error.class(), crate::error::ErrorClass::Config);
+            let text = error.to_string();
+            assert!(text.starts_with("table lake.silver: property "), "{text}");
+            assert!(text.contains(property), "{text}");
+            let value = codec.or(level).unwrap();
+            assert!(text.contains(value), "{text}");
+        }
+    }
 
     fn files(names: &[&str]) -> Vec<MetadataFile> {
         let mut files: Vec<_> = names

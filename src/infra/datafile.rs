@@ -22,12 +22,13 @@ use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
+use parquet::basic::Compression;
 use parquet::file::properties::{CdcOptions, EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::core::keys::KeyIndex;
 use crate::error::{Error, Result};
-use crate::infra::catalog::METRICS_COLUMN_PREFIX;
+use crate::infra::catalog::{METRICS_COLUMN_PREFIX, parquet_compression};
 use crate::stage::Stage;
 
 /// Writes `batches` as data files of `silver`'s current schema and partition
@@ -173,7 +174,8 @@ async fn write_lane(
     let props = metadata
         .table_properties()
         .map_err(Error::catalog("write", &target))?;
-    let builder = data_file_writer_builder(silver, &props, run_id)
+    let compression = parquet_compression(silver)?;
+    let builder = data_file_writer_builder(silver, (&props, compression), run_id)
         .map_err(Error::catalog("write", &target))?;
     let spec = metadata.default_partition_spec().clone();
     let stamped = |b: RecordBatch| {
@@ -283,12 +285,12 @@ type SilverWriterBuilder =
 
 fn data_file_writer_builder(
     silver: &Table,
-    props: &TableProperties,
+    (props, compression): (&TableProperties, Compression),
     run_id: &str,
 ) -> iceberg::Result<SilverWriterBuilder> {
     let metadata = silver.metadata();
     let parquet = ParquetWriterBuilder::new(
-        parquet_properties(metadata.properties(), props),
+        parquet_properties(metadata.properties(), (props, compression)),
         metadata.current_schema().clone(),
     );
     let rolling = RollingFileWriterBuilder::new(
@@ -306,21 +308,24 @@ fn data_file_writer_builder(
 }
 
 /// Parquet settings of a table's data files: the `write.parquet.*` ones
-/// iceberg translates (content-defined chunking), and no column statistics for
+/// iceberg translates (content-defined chunking), the codec
+/// ([`parquet_compression`]), and no column statistics for
 /// a column whose Iceberg metrics mode (`write.metadata.metrics.column.<name>`)
 /// is `none` or `counts`. Iceberg takes a data file's lower/upper bounds from
 /// the Parquet column statistics, so such a column gets none in the manifests
 /// (nor a null count; value counts stay). Every other column keeps its statistics.
 fn parquet_properties(
     table_properties: &HashMap<String, String>,
-    props: &TableProperties,
+    (props, compression): (&TableProperties, Compression),
 ) -> WriterProperties {
     let cdc = props.cdc_enabled.then_some(CdcOptions {
         min_chunk_size: props.cdc_min_chunk_size,
         max_chunk_size: props.cdc_max_chunk_size,
         norm_level: props.cdc_norm_level,
     });
-    let builder = WriterProperties::builder().set_content_defined_chunking(cdc);
+    let builder = WriterProperties::builder()
+        .set_content_defined_chunking(cdc)
+        .set_compression(compression);
     no_bounds_columns(table_properties)
         .fold(builder, |builder, column| {
             builder.set_column_statistics_enabled(column, EnabledStatistics::None)
