@@ -402,8 +402,8 @@ pub async fn dry_run_commits_nothing(ws: &Workspace) {
     let kept = ws.list_outputs("reference-keys/").await.unwrap();
     assert_eq!(
         kept.len(),
-        1,
-        "the history's run kept the holders' keys: {kept:?}"
+        2,
+        "the history's run kept the holders' keys and named their version: {kept:?}"
     );
     let outcome = ws.run_drop("BANK_T", "2026-01", &dry).await.unwrap();
     assert_eq!(outcome.summary.status, RunStatus::DryRun);

@@ -5,7 +5,10 @@
 //! a later run, on any machine, that finds the reference at the same
 //! version reads them back instead of reading the reference again. The file
 //! carries a BLAKE3 checksum: one that does not read back whole is logged
-//! and the reference read again. Only a reference's latest version is kept;
+//! and the reference read again. Beside it, `<version>.files` names the
+//! version (each file's path, size and version): a folder of files only
+//! added to since reads back the keys of the earlier version and reads
+//! only the files added. Only a reference's latest version is kept;
 //! deleting the folder only costs time. A dry run reads them, never writes.
 
 use bytes::Bytes;
@@ -70,6 +73,37 @@ impl KeptKeys {
         }
     }
 
+    /// The version a run kept keys of `reference` at, when `usable` takes
+    /// it (its files all still there: see [`Self::read`]), and those keys.
+    pub(crate) async fn read_earlier(
+        &self,
+        reference: &Reference,
+        usable: impl Fn(&str) -> bool,
+    ) -> Option<(String, KeySet)> {
+        let listed = match self.dq_error.list(&folder_of(reference)).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!(reference = %reference.name, %error, "the reference's kept keys cannot be listed: reading the reference");
+                return None;
+            }
+        };
+        let versions = listed.iter().filter(|o| o.relative.ends_with(FILES));
+        for named in versions {
+            let Ok(Some(text)) = self.dq_error.get_opt(&named.relative).await else {
+                continue;
+            };
+            let Ok(version) = String::from_utf8(text.to_vec()) else {
+                continue;
+            };
+            if usable(&version)
+                && let Some(keys) = self.read(reference, &version).await
+            {
+                return Some((version, keys));
+            }
+        }
+        None
+    }
+
     /// Keeps `keys`, loaded from `reference` at `version`, for later runs
     /// and deletes the reference's other versions; whether they are kept
     /// (never in a dry run; a failure is logged and the run goes on).
@@ -97,8 +131,12 @@ impl KeptKeys {
                 return Err(error);
             }
         }
+        let named = version_path_of(reference, version);
+        self.dq_error
+            .put(&named, version.as_bytes().to_vec())
+            .await?;
         for other in self.dq_error.list(&folder_of(reference)).await? {
-            if other.relative != path {
+            if other.relative != path && other.relative != named {
                 self.dq_error.delete(&other.relative).await?;
             }
         }
@@ -293,8 +331,21 @@ fn folder_of(reference: &Reference) -> String {
 
 /// The keys file of `reference` at `version`.
 fn path_of(reference: &Reference, version: &str) -> String {
+    format!("{}.keys", stem_of(reference, version))
+}
+
+/// What ends the file naming the version of the keys file beside it.
+const FILES: &str = ".files";
+
+/// The file naming `version`, beside `reference`'s keys file at it.
+fn version_path_of(reference: &Reference, version: &str) -> String {
+    format!("{}{FILES}", stem_of(reference, version))
+}
+
+/// The name of `reference`'s files at `version`, without their ending.
+fn stem_of(reference: &Reference, version: &str) -> String {
     let version = blake3::hash(version.as_bytes());
-    format!("{}/{}.keys", folder_of(reference), &version.to_hex()[..32])
+    format!("{}/{}", folder_of(reference), &version.to_hex()[..32])
 }
 
 #[cfg(test)]
@@ -377,7 +428,19 @@ mod tests {
         assert!(!dry.keep(&reference, "v3", &keys_of(&["H3"])).await);
         assert!(kept.read(&reference, "v3").await.is_none());
         let listed = dq_error.list(FOLDER).await.unwrap();
-        assert_eq!(listed.len(), 1, "{listed:?}");
+        let names: Vec<&str> = listed.iter().map(|o| o.relative.as_str()).collect();
+        let v2 = [path_of(&reference, "v2"), version_path_of(&reference, "v2")];
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(v2.iter().all(|name| names.contains(&name.as_str())));
+
+        // The version kept is found by what names it, when it is of use.
+        let earlier = kept.read_earlier(&reference, |v| v == "v2").await;
+        let (version, keys) = earlier.unwrap();
+        assert_eq!(
+            (version.as_str(), knows(&keys, &["H1"])),
+            ("v2", vec![true])
+        );
+        assert!(kept.read_earlier(&reference, |_| false).await.is_none());
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 //! of fingerprints while the drop is read ([`load_known_keys`]); flagging
 //! the rows then adds one column without copying them ([`flag_references`]).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray};
@@ -63,15 +64,33 @@ impl SourceVersion {
     /// metadata file; none for a table whose catalog does not say it.
     fn describe(&self) -> Option<String> {
         match self {
-            SourceVersion::Files(listed) => Some(
-                listed
-                    .iter()
-                    .map(|file| format!("{}\0{}\0{}\n", file.relative, file.size, file.version))
-                    .collect(),
-            ),
+            SourceVersion::Files(listed) => Some(listed.iter().map(file_line).collect()),
             SourceVersion::Table(file) => file.as_ref().map(|file| format!("table\0{file}")),
         }
     }
+
+    /// The files listed now that were not at the version `before` (as
+    /// [`Self::describe`] gave it), when every file listed then is listed
+    /// now unchanged: keys of `before` and of these files are the keys now.
+    fn added_since(&self, before: &str) -> Option<Vec<ListedObject>> {
+        let SourceVersion::Files(listed) = self else {
+            return None;
+        };
+        let now: HashSet<String> = listed.iter().map(file_line).collect();
+        let then: HashSet<&str> = before.split_inclusive('\n').collect();
+        let kept = !then.is_empty() && then.iter().all(|line| now.contains(*line));
+        kept.then(|| {
+            let added = listed
+                .iter()
+                .filter(|f| !then.contains(file_line(f).as_str()));
+            added.cloned().collect()
+        })
+    }
+}
+
+/// A file's line of a version: its path, size and version.
+fn file_line(file: &ListedObject) -> String {
+    format!("{}\0{}\0{}\n", file.relative, file.size, file.version)
 }
 
 /// A reference opened for reading: its files, listed, or its table.
@@ -93,7 +112,8 @@ impl Opened {
 
 /// Loads the keys of each of `references`, one batch of a reference at a
 /// time (a reference is never held whole). A reference whose files or table
-/// have not changed since `kept` was loaded keeps those keys.
+/// have not changed since `kept` was loaded keeps those keys; one whose
+/// folder was only added to since reads only the files added.
 pub async fn load_known_keys(
     references: Vec<Reference>,
     sources: ReferenceSources,
@@ -103,26 +123,19 @@ pub async fn load_known_keys(
     for reference in references {
         let opened = open_reference(&reference, &sources).await?;
         let source = opened.version();
-        let unchanged = kept
+        let held = kept
             .iter()
-            .position(|k| k.reference == reference && k.source.still(&source));
-        if let Some(index) = unchanged {
-            tracing::debug!(reference = %reference.name, "reference unchanged since the last run: its keys kept");
-            known.push(kept.swap_remove(index));
-            continue;
-        }
-        // Keys of an earlier version go before the new ones load.
-        kept.retain(|k| k.reference != reference);
-        let version = source.describe();
-        let read_back = match (&sources.kept, &version) {
-            (Some(kept_keys), Some(version)) => kept_keys.read(&reference, version).await,
-            _ => None,
+            .position(|k| k.reference == reference)
+            .map(|index| kept.swap_remove(index));
+        let held = match held {
+            Some(held) if held.source.still(&source) => {
+                tracing::debug!(reference = %reference.name, "reference unchanged since the last run: its keys kept");
+                known.push(held);
+                continue;
+            }
+            held => held,
         };
-        let kept = read_back.is_some();
-        let keys = match read_back {
-            Some(keys) => keys,
-            None => load_keys(&reference, opened).await?,
-        };
+        let (keys, kept) = keys_at(&reference, (opened, &source), held, &sources).await?;
         known.push(KnownKeys {
             reference,
             source,
@@ -131,6 +144,45 @@ pub async fn load_known_keys(
         });
     }
     Ok(known)
+}
+
+/// The keys of `reference` at `source`, and whether they are kept for later
+/// runs already: read back where a run kept them at this version; else
+/// those of an earlier version whose files are all still there (`held` by
+/// this process, or kept by a run), with the keys of the files added since;
+/// else the reference read whole (`held`, of no use, let go first).
+async fn keys_at(
+    reference: &Reference,
+    (opened, source): (Opened, &SourceVersion),
+    held: Option<KnownKeys>,
+    sources: &ReferenceSources,
+) -> Result<(KeySet, bool)> {
+    if let (Some(kept_keys), Some(version)) = (&sources.kept, source.describe())
+        && let Some(keys) = kept_keys.read(reference, &version).await
+    {
+        return Ok((keys, true));
+    }
+    let added_since = |before: &str| source.added_since(before);
+    let earlier = match held.and_then(|h| Some((added_since(&h.source.describe()?)?, h.keys))) {
+        Some(earlier) => Some(earlier),
+        None => match &sources.kept {
+            Some(kept_keys) => kept_keys
+                .read_earlier(reference, |version| added_since(version).is_some())
+                .await
+                .and_then(|(version, keys)| Some((added_since(&version)?, keys))),
+            None => None,
+        },
+    };
+    match (earlier, opened) {
+        (Some((added, mut keys)), Opened::Files(location, _)) => {
+            let mut sink = |batch: &RecordBatch| insert_keys(&mut keys, reference, batch);
+            read_reference_files(reference, &location, &added, &mut sink).await?;
+            keys.loaded()?;
+            tracing::debug!(reference = %reference.name, files = added.len(), keys = keys.len(), "reference only added to: the files added read");
+            Ok((keys, false))
+        }
+        (_, opened) => Ok((load_keys(reference, opened).await?, false)),
+    }
 }
 
 /// Keeps for later runs, in `kept_keys`, the keys of `known` this process
@@ -511,15 +563,17 @@ mod tests {
 
         // Kept keys stand for the files as long as their listing is the
         // same: keys that are not in the files prove they were not re-read.
-        let mut planted = KeySet::new(Stage::Reference);
-        let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
-        planted.insert(&[column]).unwrap();
-        planted.loaded().unwrap();
-        let kept = vec![KnownKeys {
-            keys: planted,
-            ..first.into_iter().next().unwrap()
-        }];
-        let again = load(kept).await.unwrap();
+        let planted = |known: Vec<KnownKeys>| {
+            let mut planted = KeySet::new(Stage::Reference);
+            let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
+            planted.insert(&[column]).unwrap();
+            planted.loaded().unwrap();
+            vec![KnownKeys {
+                keys: planted,
+                ..known.into_iter().next().unwrap()
+            }]
+        };
+        let again = load(planted(first)).await.unwrap();
         assert_eq!(knows(&again, &["H1", "H9"]), [false, true]);
 
         // Another reference (other key columns) never takes them.
@@ -530,16 +584,24 @@ mod tests {
             .unwrap();
         assert_eq!(knows(&renamed, &["x", "H9"]), [true, false]);
 
-        // A file added, or one rewritten, loads the reference again (each
-        // rewrite changes the file's size: its version changes even within
-        // the file system's time granularity).
-        let kept = load(Vec::new()).await.unwrap();
+        // A file added reads only that file: the planted key stays.
+        let before = planted(load(Vec::new()).await.unwrap());
         std::fs::write(folder.path().join("b.csv"), "holder_id,name\nH2,y\n").unwrap();
-        let added = load(kept).await.unwrap();
-        assert_eq!(knows(&added, &["H1", "H2", "H3"]), [true, true, false]);
+        let added = load(before).await.unwrap();
+        assert_eq!(knows(&added, &["H1", "H2", "H9"]), [false, true, true]);
+        assert!(!added[0].kept);
+        // A file rewritten loads the reference again (each rewrite changes
+        // the file's size: its version changes even within the file
+        // system's time granularity), as does one removed.
         std::fs::write(folder.path().join("a.csv"), "holder_id,name\nH33,x\n").unwrap();
         let rewritten = load(added).await.unwrap();
-        assert_eq!(knows(&rewritten, &["H1", "H2", "H33"]), [false, true, true]);
+        assert_eq!(
+            knows(&rewritten, &["H1", "H2", "H33", "H9"]),
+            [false, true, true, false]
+        );
+        std::fs::remove_file(folder.path().join("b.csv")).unwrap();
+        let removed = load(rewritten).await.unwrap();
+        assert_eq!(knows(&removed, &["H2", "H33"]), [false, true]);
     }
 
     #[tokio::test]
@@ -595,8 +657,9 @@ mod tests {
         let mut loaded = load(sources.clone()).await.unwrap();
         assert!(dq_error.list("reference-keys").await.unwrap().is_empty());
         keep_loaded(&mut loaded, &real, &plain).await;
+        // The keys file and the file naming its version.
         let kept = dq_error.list("reference-keys").await.unwrap();
-        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept.len(), 2, "{kept:?}");
         let mut planted = KeySet::new(Stage::Reference);
         let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
         planted.insert(&[column]).unwrap();
@@ -621,14 +684,27 @@ mod tests {
         let again = load(sources.clone()).await.unwrap();
         assert_eq!(knows(&again, &["H1", "H9"]), [false, true]);
 
+        // A file added: the kept keys read back and only that file read,
+        // then kept in place of the old version.
+        std::fs::write(refs.join("b.csv"), "holder_id,name\nH2,y\n").unwrap();
+        let mut added = load(sources.clone()).await.unwrap();
+        assert_eq!(knows(&added, &["H1", "H2", "H9"]), [false, true, true]);
+        keep_loaded(&mut added, &real, &plain).await;
+        let now = dq_error.list("reference-keys").await.unwrap();
+        assert_eq!(now.len(), 2);
+        assert_ne!(now, kept);
+        let read_back = load(sources.clone()).await.unwrap();
+        assert!(read_back[0].kept);
+        assert_eq!(knows(&read_back, &["H2", "H9"]), [true, true]);
+
         // The files rewritten: read again, and kept in place of the old.
         std::fs::write(refs.join("a.csv"), "holder_id,name\nH22,x\n").unwrap();
         let mut rewritten = load(sources.clone()).await.unwrap();
-        assert_eq!(knows(&rewritten, &["H22", "H9"]), [true, false]);
+        assert_eq!(knows(&rewritten, &["H22", "H2", "H9"]), [true, true, false]);
         keep_loaded(&mut rewritten, &real, &plain).await;
-        let now = dq_error.list("reference-keys").await.unwrap();
-        assert_eq!(now.len(), 1);
-        assert_ne!(now, kept);
+        let after = dq_error.list("reference-keys").await.unwrap();
+        assert_eq!(after.len(), 2);
+        assert_ne!(after, now);
     }
 
     #[test]
