@@ -39,6 +39,19 @@ fn output(assert: &assert_cmd::assert::Assert) -> String {
     )
 }
 
+/// The arguments of `silverline run` of BANK_C's drop `drop_id` under `config`.
+fn run_args<'a>(config: &'a str, drop_id: &'a str) -> [&'a str; 7] {
+    [
+        "run",
+        "--config",
+        config,
+        "--contributor",
+        "BANK_C",
+        "--drop",
+        drop_id,
+    ]
+}
+
 fn month(m: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, m, 1).unwrap()
 }
@@ -76,15 +89,7 @@ async fn a_lost_catalog_is_refused_not_forked_and_adopt_table_brings_the_history
     let mut rows = Portfolio::new("BANK_C", 12, false, 3).statements(month(1), false);
     double_limits(&mut rows, 4); // some rows quarantined: the exception store is used too
     ws.put_drop("BANK_C", "2026-01", &rows).await.unwrap();
-    let run = [
-        "run",
-        "--config",
-        config,
-        "--contributor",
-        "BANK_C",
-        "--drop",
-        "2026-01",
-    ];
+    let run = run_args(config, "2026-01");
     let first = output(&silverline(&run).success());
     assert!(first.contains("committed"), "{first}");
     let history = snapshot_ids(&common::silver_table(&ws).await);
@@ -176,25 +181,34 @@ fn field_ids(table: &Table, columns: &[&str]) -> Vec<i32> {
         .collect()
 }
 
-/// (snapshot that added it, field ids with a lower bound, with an upper bound)
-/// for every data file in Silver's manifests.
-async fn bounds_of_data_files(table: &Table) -> Vec<(i64, BTreeSet<i32>, BTreeSet<i32>)> {
+/// Every data file in Silver's manifests, with the snapshot that added it.
+async fn data_files(table: &Table) -> Vec<(i64, iceberg::spec::DataFile)> {
     let snapshot = table.metadata().current_snapshot().unwrap();
     let list = table.manifest_list_reader(snapshot).load().await.unwrap();
     let mut files = Vec::new();
     for manifest_file in list.entries() {
         let manifest = manifest_file.load_manifest(table.file_io()).await.unwrap();
         for entry in manifest.entries() {
-            let file = entry.data_file();
-            files.push((
-                entry.snapshot_id().unwrap(),
-                file.lower_bounds().keys().copied().collect(),
-                file.upper_bounds().keys().copied().collect(),
-            ));
+            files.push((entry.snapshot_id().unwrap(), entry.data_file().clone()));
         }
     }
     assert!(!files.is_empty());
     files
+}
+
+/// (snapshot that added it, field ids with a lower bound, with an upper bound)
+/// for every data file in Silver's manifests.
+async fn bounds_of_data_files(table: &Table) -> Vec<(i64, BTreeSet<i32>, BTreeSet<i32>)> {
+    let files = data_files(table).await.into_iter();
+    files
+        .map(|(snapshot, file)| {
+            (
+                snapshot,
+                file.lower_bounds().keys().copied().collect(),
+                file.upper_bounds().keys().copied().collect(),
+            )
+        })
+        .collect()
 }
 
 const SENSITIVE: [&str; 3] = ["new_ic", "old_ic", "passport_no"];
@@ -310,23 +324,19 @@ async fn set_silver_property(
 /// The codec of every column chunk of the data files each snapshot added.
 async fn codecs_by_snapshot(table: &Table) -> Vec<(i64, BTreeSet<String>)> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
-    let snapshot = table.metadata().current_snapshot().unwrap();
-    let list = table.manifest_list_reader(snapshot).load().await.unwrap();
-    let mut codecs = Vec::new();
-    for manifest_file in list.entries() {
-        let manifest = manifest_file.load_manifest(table.file_io()).await.unwrap();
-        for entry in manifest.entries() {
-            let path = entry.data_file().file_path().trim_start_matches("file://");
+    let files = data_files(table).await.into_iter();
+    files
+        .map(|(snapshot, file)| {
+            let path = file.file_path().trim_start_matches("file://");
             let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
             let chunks = reader.metadata().row_groups().iter();
             let names = chunks
                 .flat_map(|group| group.columns().iter())
                 .map(|chunk| format!("{:?}", chunk.compression()))
                 .collect();
-            codecs.push((entry.snapshot_id().unwrap(), names));
-        }
-    }
-    codecs
+            (snapshot, names)
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -343,17 +353,7 @@ async fn data_files_are_zstd_unless_the_table_names_another_codec_and_one_it_can
             .await
             .unwrap();
     }
-    let run = |drop_id: &'static str| {
-        [
-            "run",
-            "--config",
-            config,
-            "--contributor",
-            "BANK_C",
-            "--drop",
-            drop_id,
-        ]
-    };
+    let run = |drop_id| run_args(config, drop_id);
     silverline(&run("2026-01")).success();
     let first = snapshot_ids(&common::silver_table(ws).await);
     set_silver_property(ws, "write.parquet.compression-codec", "snappy").await;
