@@ -300,7 +300,7 @@ pub(crate) struct SpilledTable {
 }
 
 /// Batches kept for a later pass.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) enum Spill {
     /// Held in memory.
     Memory(Vec<RecordBatch>),
@@ -312,25 +312,6 @@ impl Spill {
     /// The batches, read back.
     pub(crate) fn read(&self) -> Result<Vec<RecordBatch>> {
         self.batches()?.collect()
-    }
-
-    /// The batches, read back as one (`None`: no rows were kept).
-    pub(crate) fn read_as_one(&self) -> Result<Option<RecordBatch>> {
-        let batches = self.read()?;
-        let Some(first) = batches.first() else {
-            return Ok(None);
-        };
-        arrow::compute::concat_batches(&first.schema(), &batches)
-            .map(Some)
-            .map_err(Error::arrow(Stage::Baseline))
-    }
-
-    /// [`Self::read_as_one`] on a blocking thread of the runtime, while
-    /// the caller goes on (with the next bucket's rows read ahead, reading
-    /// and decompressing a spill file overlaps the bucket judged before).
-    pub(crate) fn read_ahead(&self) -> ReadAhead {
-        let spill = self.clone();
-        ReadAhead(tokio::task::spawn_blocking(move || spill.read_as_one()))
     }
 
     /// The batches, read back one at a time.
@@ -349,19 +330,6 @@ impl Spill {
                 ))
             }
         }
-    }
-}
-
-/// A spill being read as one batch on a blocking thread ([`Spill::read_ahead`]).
-#[derive(Debug)]
-pub(crate) struct ReadAhead(tokio::task::JoinHandle<Result<Option<RecordBatch>>>);
-
-impl ReadAhead {
-    /// The spill's rows as one batch (`None`: no rows), once read.
-    pub(crate) async fn rows(self) -> Result<Option<RecordBatch>> {
-        self.0
-            .await
-            .map_err(|failure| Error::Internal(format!("reading a spill file ahead: {failure}")))?
     }
 }
 
@@ -399,21 +367,6 @@ mod tests {
             assert_eq!(writer.finish().unwrap().read().unwrap(), batches);
             let none = dir.keep((None, "c"), Vec::new()).unwrap();
             assert!(none.read().unwrap().is_empty());
-        }
-    }
-
-    #[tokio::test]
-    async fn a_spill_read_ahead_is_its_rows_as_one_batch() {
-        let batches = vec![batch(vec![1, 2]), batch(vec![]), batch(vec![3])];
-        for to_disk in [false, true] {
-            let dir = SpillDir::new(to_disk, budget(1 << 30)).unwrap();
-            let kept = dir.keep((None, "a"), batches.clone()).unwrap();
-            let one = kept.read_as_one().unwrap();
-            assert_eq!(one, Some(batch(vec![1, 2, 3])));
-            assert_eq!(kept.read_ahead().rows().await.unwrap(), one);
-            let none = dir.keep((None, "b"), Vec::new()).unwrap();
-            assert_eq!(none.read_as_one().unwrap(), None);
-            assert_eq!(none.read_ahead().rows().await.unwrap(), None);
         }
     }
 

@@ -366,18 +366,11 @@ async fn first_pass(
     let (mut metric_spills, mut metric_schema) = (Vec::new(), None);
     let mut entity_counts: Option<Rows> = None;
     let mut missing = Vec::new();
-    // Each bucket's drop rows and history are read from their spill files
-    // on a blocking thread while the bucket before is judged.
-    let mut drop_ahead = Some(batch.rows.bucket_ahead(0));
     for index in 0..buckets.count() {
         let bucket = Bucket {
             buckets,
             index,
-            history: bucketed.then_some(&history),
-        };
-        let rows = match drop_ahead.take() {
-            Some(ahead) => ahead.rows().await?,
-            None => batch.rows.bucket(index)?,
+            history: (buckets.count() > 1).then_some(&history),
         };
         let loaded = baseline::read_history(
             (&plan.contract, expected()),
@@ -385,14 +378,10 @@ async fn first_pass(
             (plan.lookback_months, &context.memory),
             (&shape, &bucket),
             contributor,
-            rows,
+            batch.rows.bucket(index)?,
             (silver, carried.as_deref()),
         )
         .await?;
-        if index + 1 < buckets.count() {
-            drop_ahead = Some(batch.rows.bucket_ahead(index + 1));
-            history.read_ahead(index + 1).await;
-        }
         if bucketed && index == 0 {
             committed_work = start_committed()?;
             measure = committed_work.is_some();

@@ -15,7 +15,7 @@ use futures::TryStreamExt;
 use super::key_columns;
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
-use crate::core::spill::{ReadAhead, Spill, SpillDir};
+use crate::core::spill::{Spill, SpillDir};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -54,13 +54,8 @@ impl Bucket<'_> {
 pub(crate) struct SpilledHistory<'a> {
     buckets: &'a Buckets,
     dir: &'a SpillDir,
-    read: tokio::sync::Mutex<BTreeMap<Range, SpreadRange>>,
-    /// One bucket's rows of one range, being read ahead.
-    ahead: tokio::sync::Mutex<Option<((Range, usize), ReadAhead)>>,
+    read: tokio::sync::Mutex<BTreeMap<(NaiveDate, NaiveDate), SpreadRange>>,
 }
-
-/// A range of order dates read from Silver: from its first day to the day after its last.
-type Range = (NaiveDate, NaiveDate);
 
 /// One range of history, spread over the buckets.
 struct SpreadRange {
@@ -76,7 +71,6 @@ impl<'a> SpilledHistory<'a> {
             buckets,
             dir,
             read: tokio::sync::Mutex::new(BTreeMap::new()),
-            ahead: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -84,7 +78,7 @@ impl<'a> SpilledHistory<'a> {
     /// to ask runs `scan` (Silver's rows of the range) and spreads them.
     pub(super) async fn rows(
         &self,
-        (range, bucket): (Range, usize),
+        (range, bucket): ((NaiveDate, NaiveDate), usize),
         contract: &Contract,
         scan: impl Future<Output = Result<SendableRecordBatchStream>>,
     ) -> Result<Option<RecordBatch>> {
@@ -92,26 +86,20 @@ impl<'a> SpilledHistory<'a> {
         if let Entry::Vacant(vacant) = read.entry(range) {
             vacant.insert(self.spread(range, contract, scan.await?).await?);
         }
-        let ahead = self.ahead.lock().await.take();
-        match ahead {
-            Some((at, ahead)) if at == (range, bucket) => ahead.rows().await,
-            _ => read[&range].spills[bucket].read_as_one(),
-        }
-    }
-
-    /// Starts reading `bucket`'s rows of the latest range spread so far
-    /// (the drop's periods and the month before: almost every bucket's
-    /// whole history), for [`Self::rows`] to find them read.
-    pub(crate) async fn read_ahead(&self, bucket: usize) {
-        let read = self.read.lock().await;
-        if let Some((range, spread)) = read.last_key_value() {
-            let ahead = spread.spills[bucket].read_ahead();
-            *self.ahead.lock().await = Some(((*range, bucket), ahead));
-        }
+        let spread = &read[&range];
+        let batches = spread.spills[bucket].read()?;
+        let rows = match batches.first() {
+            None => None,
+            Some(first) => Some(
+                arrow::compute::concat_batches(&first.schema(), &batches)
+                    .map_err(Error::arrow(Stage::Baseline))?,
+            ),
+        };
+        Ok(rows)
     }
 
     /// The periods (first days) of every bucket's rows of `range`, once read.
-    pub(super) async fn periods_of(&self, range: Range) -> Option<BTreeSet<i32>> {
+    pub(super) async fn periods_of(&self, range: (NaiveDate, NaiveDate)) -> Option<BTreeSet<i32>> {
         self.read
             .lock()
             .await
@@ -121,7 +109,7 @@ impl<'a> SpilledHistory<'a> {
 
     async fn spread(
         &self,
-        (start, end): Range,
+        (start, end): (NaiveDate, NaiveDate),
         contract: &Contract,
         mut stream: SendableRecordBatchStream,
     ) -> Result<SpreadRange> {

@@ -17,7 +17,7 @@ use super::ParseReject;
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
-use crate::core::spill::{BucketWriters, ReadAhead, Spill, SpillDir, SpillWriter};
+use crate::core::spill::{BucketWriters, Spill, SpillDir, SpillWriter};
 use crate::error::{Error, Result};
 use crate::pipeline::summary::ColumnNulls;
 use crate::stage::Stage;
@@ -38,30 +38,6 @@ pub struct DropRows {
     /// spill folder with the rows).
     rejects: Spill,
     rejected: u64,
-}
-
-/// One bucket's rows of a drop, being read ahead ([`DropRows::bucket_ahead`]).
-pub(crate) struct BucketAhead<'a> {
-    rows: &'a DropRows,
-    read: Ahead,
-}
-
-/// Where a bucket read ahead comes from.
-enum Ahead {
-    /// Its spill file, being read.
-    Spilled(ReadAhead),
-    /// The drop held whole: its one bucket.
-    Whole(RecordBatch),
-}
-
-impl BucketAhead<'_> {
-    /// The bucket's rows, as one batch, once read.
-    pub(crate) async fn rows(self) -> Result<RecordBatch> {
-        match self.read {
-            Ahead::Spilled(read) => Ok(self.rows.or_none(read.rows().await?)),
-            Ahead::Whole(rows) => Ok(rows),
-        }
-    }
 }
 
 /// Where the rows are.
@@ -144,22 +120,12 @@ impl DropRows {
     pub(crate) fn bucket(&self, bucket: usize) -> Result<RecordBatch> {
         match &self.held {
             Held::Whole(rows) => Ok(rows.clone()),
-            Held::Spilled(spills) => Ok(self.or_none(spills[bucket].read_as_one()?)),
+            Held::Spilled(spills) => {
+                let parts = spills[bucket].read()?;
+                arrow::compute::concat_batches(&self.schema, &parts)
+                    .map_err(Error::arrow(Stage::Read))
+            }
         }
-    }
-
-    /// Bucket `bucket`'s rows, read ahead ([`Spill::read_ahead`]).
-    pub(crate) fn bucket_ahead(&self, bucket: usize) -> BucketAhead<'_> {
-        let read = match &self.held {
-            Held::Whole(rows) => Ahead::Whole(rows.clone()),
-            Held::Spilled(spills) => Ahead::Spilled(spills[bucket].read_ahead()),
-        };
-        BucketAhead { rows: self, read }
-    }
-
-    /// `rows`, or none of the drop's schema.
-    fn or_none(&self, rows: Option<RecordBatch>) -> RecordBatch {
-        rows.unwrap_or_else(|| RecordBatch::new_empty(self.schema.clone()))
     }
 
     /// Every row, as one batch (the buckets one after the other).
