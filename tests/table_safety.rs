@@ -296,10 +296,14 @@ async fn a_column_marked_sensitive_later_loses_its_bounds_from_the_next_commit()
     );
 }
 
-/// Sets `key` to `value` on Silver, as another engine would; the catalog.
-async fn set_silver_property(
+/// The codec property of Iceberg's Parquet data files.
+const CODEC: &str = "write.parquet.compression-codec";
+
+/// Sets the codec of `table` (Silver's when `None`) to `value`, as another
+/// engine would; the catalog.
+async fn set_codec(
     ws: &Workspace,
-    key: &str,
+    table: Option<iceberg::TableIdent>,
     value: &str,
 ) -> std::sync::Arc<dyn iceberg::Catalog> {
     use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -310,14 +314,14 @@ async fn set_silver_property(
     let catalog = silverline::infra::catalog::connect(&ws.plan.catalog, &stores)
         .await
         .unwrap();
-    let table = common::silver_table(ws).await;
+    let table = match table {
+        Some(ident) => catalog.load_table(&ident).await.unwrap(),
+        None => common::silver_table(ws).await,
+    };
     let tx = Transaction::new(&table);
-    let tx = tx
-        .update_table_properties()
-        .set(key.to_string(), value.to_string())
-        .apply(tx)
-        .unwrap();
-    tx.commit(catalog.as_ref()).await.unwrap();
+    let update = tx.update_table_properties();
+    let tx = update.set(CODEC.to_string(), value.to_string()).apply(tx);
+    tx.unwrap().commit(catalog.as_ref()).await.unwrap();
     catalog
 }
 
@@ -356,7 +360,7 @@ async fn data_files_are_zstd_unless_the_table_names_another_codec_and_one_it_can
     let run = |drop_id| run_args(config, drop_id);
     silverline(&run("2026-01")).success();
     let first = snapshot_ids(&common::silver_table(ws).await);
-    set_silver_property(ws, "write.parquet.compression-codec", "snappy").await;
+    set_codec(ws, None, "snappy").await;
     silverline(&run("2026-02")).success();
     let table = common::silver_table(ws).await;
     let codecs = codecs_by_snapshot(&table).await;
@@ -369,13 +373,23 @@ async fn data_files_are_zstd_unless_the_table_names_another_codec_and_one_it_can
         assert_eq!(names, &BTreeSet::from(["SNAPPY".to_string()]));
     }
 
-    let catalog = set_silver_property(ws, "write.parquet.compression-codec", "lzo").await;
+    // Refused before the drop is read, by the run and by check-config.
+    let catalog = set_codec(ws, None, "lzo").await;
     let refused = output(&silverline(&run("2026-03")).code(2));
-    assert!(
-        refused.contains("property write.parquet.compression-codec = lzo"),
-        "{refused}"
-    );
+    let named = "table silver.credit_statements: property write.parquet.compression-codec = lzo";
+    assert!(refused.contains(named), "{refused}");
     assert!(refused.contains("zstd"), "{refused}");
+    let check = output(&silverline(&["check-config", "--config", config]).code(2));
+    assert!(check.contains(named), "{check}");
+
+    // The exception store, written after Silver's commit, is checked first too.
+    set_codec(ws, None, "zstd").await;
+    let exceptions =
+        iceberg::TableIdent::from_strs(["silver", "credit_statements_exceptions"]).unwrap();
+    set_codec(ws, Some(exceptions.clone()), "lzo").await;
+    let refused = output(&silverline(&run("2026-03")).code(2));
+    let named = format!("table {exceptions}: property {CODEC} = lzo");
+    assert!(refused.contains(&named), "{refused}");
     let after = catalog.load_table(table.identifier()).await.unwrap();
     assert_eq!(snapshot_ids(&after), snapshot_ids(&table));
 }

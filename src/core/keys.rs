@@ -165,8 +165,11 @@ impl KeySet {
         self.prints.len()
     }
 
-    /// Adds the key of every row of `columns` (one column per key part).
+    /// Adds the key of every row of `columns` (one column per key part);
+    /// a set loaded before is loaded again ([`Self::loaded`]) before a
+    /// lookup.
     pub(crate) fn insert(&mut self, columns: &[ArrayRef]) -> Result<()> {
+        self.starts.clear();
         self.width.get_or_insert(columns.len());
         for print in fingerprints(&self.as_text(columns)?) {
             // Full: repeated keys are dropped before the set grows, and it
@@ -529,6 +532,20 @@ mod tests {
             .unwrap();
         assert!(found[..3_000].iter().all(|f| *f));
         assert!(!found[3_000..].iter().any(|f| *f));
+    }
+
+    #[test]
+    fn a_loaded_key_set_takes_more_keys_and_answers_once_loaded_again() {
+        let text = |keys: &[&str]| [Arc::new(StringArray::from(keys.to_vec())) as ArrayRef];
+        let mut set = KeySet::from_prints(Vec::new(), 1, Stage::Reference).unwrap();
+        set.insert(&text(&["a", "b"])).unwrap();
+        set.loaded().unwrap();
+        set.insert(&text(&["c", "a"])).unwrap();
+        assert!(set.contains(&text(&["a"])).is_err(), "looked up unloaded");
+        set.loaded().unwrap();
+        assert_eq!(set.len(), 3);
+        let found = set.contains(&text(&["a", "b", "c", "d"])).unwrap();
+        assert_eq!(found, [true, true, true, false]);
     }
 
     #[test]

@@ -305,6 +305,18 @@ pub(crate) fn parquet_compression(table: &Table) -> Result<Compression> {
     )
 }
 
+/// Refuses, before anything is read, a run whose tables name a codec or
+/// level silverline cannot write ([`parquet_compression`]): Silver's, and
+/// the exception store's when it exists (written after Silver's commit,
+/// where a refusal would come too late).
+pub(crate) async fn check_codecs(catalog: &dyn Catalog, plan: &Plan, silver: &Table) -> Result<()> {
+    parquet_compression(silver)?;
+    if let (_, Some(exceptions)) = load_if_exists(catalog, &exceptions_ident(plan)).await? {
+        parquet_compression(&exceptions)?;
+    }
+    Ok(())
+}
+
 /// [`parquet_compression`] of a table named `table` with `properties`.
 fn compression_in(properties: &HashMap<String, String>, table: &str) -> Result<Compression> {
     let invalid = |property, value: &str, reason: String| Error::TableProperty {
@@ -313,40 +325,40 @@ fn compression_in(properties: &HashMap<String, String>, table: &str) -> Result<C
         value: value.to_string(),
         reason,
     };
-    let level = match properties.get(PARQUET_CODEC_LEVEL) {
-        None => None,
-        Some(level) => Some(level.trim().parse::<u32>().map_err(|_| {
-            let reason = "not a whole number".to_string();
-            invalid(PARQUET_CODEC_LEVEL, level, reason)
-        })?),
-    };
     let codec = properties.get(PARQUET_CODEC).map_or("zstd", |c| c.trim());
-    let leveled = |error: ParquetError| {
-        let value = level.map(|l| l.to_string()).unwrap_or_default();
-        invalid(
-            PARQUET_CODEC_LEVEL,
-            &value,
-            format!("not a level of {codec}: {error}"),
-        )
+    // A codec that takes a level: the one named, else `default`.
+    let leveled = |make: &dyn Fn(i64) -> std::result::Result<Compression, ParquetError>,
+                   default: Compression| {
+        let Some(text) = properties.get(PARQUET_CODEC_LEVEL).map(|l| l.trim()) else {
+            return Ok(default);
+        };
+        let bad = |reason| invalid(PARQUET_CODEC_LEVEL, text, reason);
+        let level: i64 = text
+            .parse()
+            .map_err(|_| bad(format!("not a whole number, a level of {codec}")))?;
+        make(level).map_err(|error| bad(format!("not a level of {codec}: {error}")))
     };
+    // Out of the type's range: a level every codec refuses.
+    let (small, unsigned) = (
+        |level: i64| i32::try_from(level).unwrap_or(i32::MAX),
+        |level: i64| u32::try_from(level).unwrap_or(u32::MAX),
+    );
     match codec.to_ascii_lowercase().as_str() {
         "uncompressed" | "none" => Ok(Compression::UNCOMPRESSED),
         "snappy" => Ok(Compression::SNAPPY),
         "lz4" => Ok(Compression::LZ4_RAW),
-        "zstd" => level
-            .map_or(Ok(ZstdLevel::default()), |l| {
-                ZstdLevel::try_new(i32::try_from(l).unwrap_or(i32::MAX))
-            })
-            .map(Compression::ZSTD)
-            .map_err(leveled),
-        "gzip" => level
-            .map_or(Ok(GzipLevel::default()), GzipLevel::try_new)
-            .map(Compression::GZIP)
-            .map_err(leveled),
-        "brotli" => level
-            .map_or(Ok(BrotliLevel::default()), BrotliLevel::try_new)
-            .map(Compression::BROTLI)
-            .map_err(leveled),
+        "zstd" => leveled(
+            &|level| ZstdLevel::try_new(small(level)).map(Compression::ZSTD),
+            Compression::ZSTD(ZstdLevel::default()),
+        ),
+        "gzip" => leveled(
+            &|level| GzipLevel::try_new(unsigned(level)).map(Compression::GZIP),
+            Compression::GZIP(GzipLevel::default()),
+        ),
+        "brotli" => leveled(
+            &|level| BrotliLevel::try_new(unsigned(level)).map(Compression::BROTLI),
+            Compression::BROTLI(BrotliLevel::default()),
+        ),
         _ => Err(invalid(
             PARQUET_CODEC,
             codec,
@@ -403,7 +415,6 @@ pub(crate) async fn load_silver_if_any(
     let ident = table_ident(&plan.table);
     let (namespace_exists, table) = load_if_exists(catalog, &ident).await?;
     if let Some(table) = table {
-        parquet_compression(&table)?;
         return evolve::preview(plan, table).map(Some);
     }
     let location = if namespace_exists {
@@ -476,7 +487,6 @@ async fn load_table_checked(
         Columns::Exactly(setting) => check_schema(&table, wanted.schema, setting)?,
         Columns::Contract => evolve::check(plan, &table)?,
     }
-    parquet_compression(&table)?;
     ensure_properties(catalog, table, wanted.properties).await
 }
 
@@ -501,7 +511,11 @@ pub(crate) async fn check_silver(plan: &Plan) -> Result<SilverCheck> {
     let found = tokio::time::timeout(CHECK_TIMEOUT, async {
         let stores = Stores::new(&plan.storage, plan.catalog.warehouse()).await?;
         let catalog = connect_for_dry_run(&plan.catalog, &stores).await?;
-        load_silver_if_any(catalog.as_ref(), plan).await
+        let silver = load_silver_if_any(catalog.as_ref(), plan).await?;
+        if let Some(silver) = &silver {
+            check_codecs(catalog.as_ref(), plan, &silver.table).await?;
+        }
+        Ok(silver)
     })
     .await;
     match found {
@@ -512,7 +526,7 @@ pub(crate) async fn check_silver(plan: &Plan) -> Result<SilverCheck> {
         ))),
         Ok(Ok(Some(silver))) => Ok(SilverCheck::Found(silver.evolution)),
         Ok(Ok(None)) => Ok(SilverCheck::Absent),
-        Ok(Err(error @ Error::ConfigInvalid { .. })) => Err(error),
+        Ok(Err(error @ (Error::ConfigInvalid { .. } | Error::TableProperty { .. }))) => Err(error),
         Ok(Err(error)) => Ok(SilverCheck::Unreachable(error.to_string())),
     }
 }
@@ -902,26 +916,48 @@ mod tests {
             codec(Some("uncompressed"), None).unwrap(),
             Compression::UNCOMPRESSED
         );
+        assert_eq!(
+            codec(Some("snappy"), Some("")).unwrap(),
+            Compression::SNAPPY
+        );
+        assert_eq!(
+            codec(Some("lz4"), Some("fast")).unwrap(),
+            Compression::LZ4_RAW
+        );
         let gzip = Compression::GZIP(GzipLevel::try_new(9).unwrap());
         assert_eq!(codec(Some("gzip"), Some("9")).unwrap(), gzip);
+        let brotli = Compression::BROTLI(BrotliLevel::try_new(4).unwrap());
+        assert_eq!(codec(Some("brotli"), Some("4")).unwrap(), brotli);
+        let default = Compression::BROTLI(BrotliLevel::default());
+        assert_eq!(codec(Some("brotli"), None).unwrap(), default);
     }
 
     #[test]
     fn a_codec_or_level_silverline_cannot_write_is_a_configuration_mistake_naming_the_property() {
-        for (codec, level, property) in [
-            (Some("lzo"), None, PARQUET_CODEC),
-            (None, Some("fast"), PARQUET_CODEC_LEVEL),
-            (None, Some("99"), PARQUET_CODEC_LEVEL),
-            (Some("gzip"), Some("12"), PARQUET_CODEC_LEVEL),
+        for (codec, level, property, value) in [
+            (Some("lzo"), None, PARQUET_CODEC, "lzo"),
+            (None, Some("fast"), PARQUET_CODEC_LEVEL, "fast"),
+            (None, Some("99"), PARQUET_CODEC_LEVEL, "99"),
+            (None, Some("-1"), PARQUET_CODEC_LEVEL, "-1"),
+            (Some("gzip"), Some("12"), PARQUET_CODEC_LEVEL, "12"),
+            (
+                Some("brotli"),
+                Some("99999999999"),
+                PARQUET_CODEC_LEVEL,
+                "99999999999",
+            ),
         ] {
             let error = self::codec(codec, level).unwrap_err();
             assert_eq!(error.class(), crate::error::ErrorClass::Config);
             let text = error.to_string();
-            assert!(text.starts_with("table lake.silver: property "), "{text}");
-            assert!(text.contains(property), "{text}");
-            let value = codec.or(level).unwrap();
-            assert!(text.contains(value), "{text}");
+            let named = format!("table lake.silver: property {property} = {value}: ");
+            assert!(text.starts_with(&named), "{text}");
         }
+        let not_a_number = codec(None, Some("-1")).unwrap_err().to_string();
+        assert!(
+            not_a_number.contains("not a level of zstd"),
+            "{not_a_number}"
+        );
     }
 
     fn files(names: &[&str]) -> Vec<MetadataFile> {

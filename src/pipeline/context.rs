@@ -12,8 +12,8 @@ use crate::core::drop::DropRef;
 use crate::core::sql::QueryMemory;
 use crate::error::{Error, Result};
 use crate::infra::catalog::{
-    connect, connect_for_dry_run, load_or_create_silver, load_silver_if_any, table_creation,
-    table_ident,
+    check_codecs, connect, connect_for_dry_run, load_or_create_silver, load_silver_if_any,
+    table_creation, table_ident,
 };
 use crate::infra::evolve::{EvolvedTable, SchemaEvolution};
 use crate::infra::storage::{Location, Stores};
@@ -87,6 +87,7 @@ pub(super) async fn open<'a>(
         let silver = load_or_create_silver(catalog.as_ref(), plan).await?;
         (catalog, silver)
     };
+    check_codecs(catalog.as_ref(), plan, &table).await?;
     Ok(Context {
         plan,
         drop,

@@ -73,13 +73,14 @@ impl KeptKeys {
         }
     }
 
-    /// The version a run kept keys of `reference` at, when `usable` takes
-    /// it (its files all still there: see [`Self::read`]), and those keys.
-    pub(crate) async fn read_earlier(
+    /// The keys a run kept of `reference` at a version `usable` makes
+    /// something of (an earlier version of files all still listed: the
+    /// files added since), with what it made.
+    pub(crate) async fn read_earlier<T>(
         &self,
         reference: &Reference,
-        usable: impl Fn(&str) -> bool,
-    ) -> Option<(String, KeySet)> {
+        usable: impl Fn(&str) -> Option<T>,
+    ) -> Option<(T, KeySet)> {
         let listed = match self.dq_error.list(&folder_of(reference)).await {
             Ok(listed) => listed,
             Err(error) => {
@@ -95,17 +96,18 @@ impl KeptKeys {
             let Ok(version) = String::from_utf8(text.to_vec()) else {
                 continue;
             };
-            if usable(&version)
+            if let Some(made) = usable(&version)
                 && let Some(keys) = self.read(reference, &version).await
             {
-                return Some((version, keys));
+                return Some((made, keys));
             }
         }
         None
     }
 
     /// Keeps `keys`, loaded from `reference` at `version`, for later runs
-    /// and deletes the reference's other versions; whether they are kept
+    /// (the keys file, then the `.files` file naming the version) and
+    /// deletes the reference's other versions; whether they are kept
     /// (never in a dry run; a failure is logged and the run goes on).
     pub(crate) async fn keep(&self, reference: &Reference, version: &str, keys: &KeySet) -> bool {
         if !self.write {
@@ -434,13 +436,16 @@ mod tests {
         assert!(v2.iter().all(|name| names.contains(&name.as_str())));
 
         // The version kept is found by what names it, when it is of use.
-        let earlier = kept.read_earlier(&reference, |v| v == "v2").await;
-        let (version, keys) = earlier.unwrap();
-        assert_eq!(
-            (version.as_str(), knows(&keys, &["H1"])),
-            ("v2", vec![true])
-        );
-        assert!(kept.read_earlier(&reference, |_| false).await.is_none());
+        let earlier = kept.read_earlier(&reference, |v| (v == "v2").then_some(7));
+        let (made, keys) = earlier.await.unwrap();
+        assert_eq!((made, knows(&keys, &["H1"])), (7, vec![true]));
+        let unusable = kept.read_earlier(&reference, |_| None::<()>).await;
+        assert!(unusable.is_none());
+
+        // A version named without its keys file reads nothing.
+        std::fs::remove_file(folder.path().join(path_of(&reference, "v2"))).unwrap();
+        let named_only = kept.read_earlier(&reference, |_| Some(()));
+        assert!(named_only.await.is_none());
     }
 
     #[tokio::test]

@@ -41,7 +41,8 @@ pub struct KnownKeys {
 
 /// What a reference's keys were loaded from: its files as listed (path,
 /// size, version) or its Iceberg table's metadata file. Keys loaded from the
-/// same version serve the next run of the process (a backfill's months).
+/// same version serve the next run of the process (a backfill's months), as
+/// do those of files all still listed unchanged, with the files added since.
 #[derive(Debug, PartialEq, Eq)]
 enum SourceVersion {
     Files(Vec<ListedObject>),
@@ -147,32 +148,29 @@ pub async fn load_known_keys(
 }
 
 /// The keys of `reference` at `source`, and whether they are kept for later
-/// runs already: read back where a run kept them at this version; else
-/// those of an earlier version whose files are all still there (`held` by
-/// this process, or kept by a run), with the keys of the files added since;
-/// else the reference read whole (`held`, of no use, let go first).
+/// runs already: those `held` by this process at an earlier version whose
+/// files are all still there, with the keys of the files added since
+/// (`held` of no use is let go first); else read back where a run kept
+/// them at this version; else those a run kept at such an earlier version,
+/// with the files added since; else the reference read whole.
 async fn keys_at(
     reference: &Reference,
     (opened, source): (Opened, &SourceVersion),
     held: Option<KnownKeys>,
     sources: &ReferenceSources,
 ) -> Result<(KeySet, bool)> {
-    if let (Some(kept_keys), Some(version)) = (&sources.kept, source.describe())
-        && let Some(keys) = kept_keys.read(reference, &version).await
-    {
-        return Ok((keys, true));
-    }
     let added_since = |before: &str| source.added_since(before);
-    let earlier = match held.and_then(|h| Some((added_since(&h.source.describe()?)?, h.keys))) {
-        Some(earlier) => Some(earlier),
-        None => match &sources.kept {
-            Some(kept_keys) => kept_keys
-                .read_earlier(reference, |version| added_since(version).is_some())
-                .await
-                .and_then(|(version, keys)| Some((added_since(&version)?, keys))),
-            None => None,
-        },
-    };
+    let mut earlier = held.and_then(|h| Some((added_since(&h.source.describe()?)?, h.keys)));
+    if earlier.is_none()
+        && let (Some(kept_keys), Some(version)) = (&sources.kept, source.describe())
+    {
+        if let Some(keys) = kept_keys.read(reference, &version).await {
+            return Ok((keys, true));
+        }
+        if matches!(source, SourceVersion::Files(_)) {
+            earlier = kept_keys.read_earlier(reference, added_since).await;
+        }
+    }
     match (earlier, opened) {
         (Some((added, mut keys)), Opened::Files(location, _)) => {
             let mut sink = |batch: &RecordBatch| insert_keys(&mut keys, reference, batch);
