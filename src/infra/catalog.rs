@@ -339,10 +339,8 @@ fn compression_in(properties: &HashMap<String, String>, table: &str) -> Result<C
         make(level).map_err(|error| bad(format!("not a level of {codec}: {error}")))
     };
     // Out of the type's range: a level every codec refuses.
-    let (small, unsigned) = (
-        |level: i64| i32::try_from(level).unwrap_or(i32::MAX),
-        |level: i64| u32::try_from(level).unwrap_or(u32::MAX),
-    );
+    let small = |level: i64| i32::try_from(level).unwrap_or(i32::MAX);
+    let unsigned = |level: i64| u32::try_from(level).unwrap_or(u32::MAX);
     match codec.to_ascii_lowercase().as_str() {
         "uncompressed" | "none" => Ok(Compression::UNCOMPRESSED),
         "snappy" => Ok(Compression::SNAPPY),
