@@ -633,9 +633,8 @@ fn csv_to_parquet(ws: &Workspace, csv: &Path, out_path: &Path) -> Result<()> {
         Error::Internal(format!("bench: {}: {e}", out_path.display()))
     };
     // Compressed as Silver's data files are when the table names no codec.
-    let zstd = parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::default());
     let props = parquet::file::properties::WriterProperties::builder()
-        .set_compression(zstd)
+        .set_compression(crate::infra::catalog::default_compression())
         .build();
     let mut writer =
         parquet::arrow::ArrowWriter::try_new(out, ws.plan.contract.arrow_schema(), Some(props))

@@ -317,6 +317,12 @@ pub(crate) async fn check_codecs(catalog: &dyn Catalog, plan: &Plan, silver: &Ta
     Ok(())
 }
 
+/// The codec of a table's Parquet data files when its properties name none:
+/// zstd, Iceberg's default codec, at the parquet crate's default level.
+pub(crate) fn default_compression() -> Compression {
+    Compression::ZSTD(ZstdLevel::default())
+}
+
 /// [`parquet_compression`] of a table named `table` with `properties`.
 fn compression_in(properties: &HashMap<String, String>, table: &str) -> Result<Compression> {
     let invalid = |property, value: &str, reason: String| Error::TableProperty {
@@ -347,7 +353,7 @@ fn compression_in(properties: &HashMap<String, String>, table: &str) -> Result<C
         "lz4" => Ok(Compression::LZ4_RAW),
         "zstd" => leveled(
             &|level| ZstdLevel::try_new(small(level)).map(Compression::ZSTD),
-            Compression::ZSTD(ZstdLevel::default()),
+            default_compression(),
         ),
         "gzip" => leveled(
             &|level| GzipLevel::try_new(unsigned(level)).map(Compression::GZIP),

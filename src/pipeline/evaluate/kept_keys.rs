@@ -90,10 +90,16 @@ impl KeptKeys {
         };
         let versions = listed.iter().filter(|o| o.relative.ends_with(FILES));
         for named in versions {
-            let Ok(Some(text)) = self.dq_error.get_opt(&named.relative).await else {
-                continue;
+            let version = match self.dq_error.get_opt(&named.relative).await {
+                Ok(Some(text)) => String::from_utf8(text.to_vec()).ok(),
+                Ok(None) => continue,
+                Err(error) => {
+                    tracing::warn!(reference = %reference.name, %error, "a version of the reference's kept keys cannot be read: passed over");
+                    continue;
+                }
             };
-            let Ok(version) = String::from_utf8(text.to_vec()) else {
+            let Some(version) = version else {
+                tracing::warn!(reference = %reference.name, path = %named.relative, "a kept keys version file is not text silverline wrote: passed over");
                 continue;
             };
             if let Some(made) = usable(&version)

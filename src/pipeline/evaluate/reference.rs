@@ -536,6 +536,16 @@ mod tests {
         (reference, sources)
     }
 
+    /// Keys holding only `H9`, a holder no reference file names: found,
+    /// they prove the keys were not read from the files.
+    fn planted_keys() -> KeySet {
+        let mut planted = KeySet::new(Stage::Reference);
+        let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
+        planted.insert(&[column]).unwrap();
+        planted.loaded().unwrap();
+        planted
+    }
+
     /// Which of `holders` the loaded keys know.
     fn knows(known: &[KnownKeys], holders: &[&str]) -> Vec<bool> {
         let rows = batch(vec![(
@@ -562,12 +572,8 @@ mod tests {
         // Kept keys stand for the files as long as their listing is the
         // same: keys that are not in the files prove they were not re-read.
         let planted = |known: Vec<KnownKeys>| {
-            let mut planted = KeySet::new(Stage::Reference);
-            let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
-            planted.insert(&[column]).unwrap();
-            planted.loaded().unwrap();
             vec![KnownKeys {
-                keys: planted,
+                keys: planted_keys(),
                 ..known.into_iter().next().unwrap()
             }]
         };
@@ -658,10 +664,7 @@ mod tests {
         // The keys file and the file naming its version.
         let kept = dq_error.list("reference-keys").await.unwrap();
         assert_eq!(kept.len(), 2, "{kept:?}");
-        let mut planted = KeySet::new(Stage::Reference);
-        let column: ArrayRef = Arc::new(StringArray::from(vec!["H9"]));
-        planted.insert(&[column]).unwrap();
-        planted.loaded().unwrap();
+        let planted = planted_keys();
         let listed = dq_error.list("").await.unwrap();
         let version = SourceVersion::Files(
             sources
