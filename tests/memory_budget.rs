@@ -33,12 +33,14 @@ const SMALL_DROP: usize = 20_000;
 /// row of a period at once, it is what spills past a tight budget.
 const SPILLING_METRIC: &str = "\n[[metrics]]\nname = \"lowered_accounts\"\nexpression = \"count(DISTINCT lower(account_id))\"\n";
 
-/// A project whose runs have `budget` (the default when `None`), with
-/// January committed and February (its statements edited by `edit`) run,
-/// January's metrics measured afresh (not read back from its run); the
-/// output of February's run, and the bank.
+/// A project whose runs have `budget` (the default when `None`) and whose
+/// rule files are edited by `rules`, with January committed and February
+/// (its statements edited by `edit`) run, January's metrics measured
+/// afresh (not read back from its run); the output of February's run, and
+/// the bank.
 fn january_then_february(
     budget: Option<&str>,
+    rules: impl Fn(String) -> String,
     edit: impl Fn(&mut Vec<Statement>),
 ) -> (tempfile::TempDir, PathBuf, String, Portfolio) {
     let resources = budget.map(|limit| {
@@ -47,7 +49,7 @@ fn january_then_february(
     let (tmp, config) = project(|text| match &resources {
         Some(section) if text.contains("[dataset]") => text + section + SPILLING_METRIC,
         _ if text.contains("[dataset]") => text + SPILLING_METRIC,
-        _ => text,
+        _ => rules(text),
     });
     let root = tmp.path().to_path_buf();
     let config_arg = config.to_str().unwrap();
@@ -88,12 +90,27 @@ fn files_named_after(dir: &Path, prefix: &str) -> usize {
         .sum()
 }
 
+/// Rule files as shipped.
+fn same(text: String) -> String {
+    text
+}
+
+/// How many files of the run `summary` describes Silver's folder holds.
+fn silver_files_of(root: &Path, summary: &serde_json::Value) -> usize {
+    let run_id = summary["run_id"].as_str().unwrap();
+    files_named_after(
+        &root.join("data/warehouse/silver/credit_statements/data"),
+        run_id,
+    )
+}
+
 #[test]
 fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     // A re-sent row: the engine's unique_key sets both aside.
     let resend = |february: &mut Vec<Statement>| february.push(february[7].clone());
-    let (_tight_dir, tight, tight_output, mut bank) = january_then_february(Some(TIGHT), resend);
-    let (_roomy_dir, roomy, roomy_output, _) = january_then_february(None, resend);
+    let (_tight_dir, tight, tight_output, mut bank) =
+        january_then_february(Some(TIGHT), same, resend);
+    let (_roomy_dir, roomy, roomy_output, _) = january_then_february(None, same, resend);
 
     // The tight run judged in buckets and spilled; the roomy one had no
     // need to.
@@ -130,11 +147,7 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
 
     // One writer per core for the whole run, not one per bucket: 13
     // buckets, at most one Silver file per core.
-    let run_id = a["run_id"].as_str().unwrap();
-    let files = files_named_after(
-        &tight.join("data/warehouse/silver/credit_statements/data"),
-        run_id,
-    );
+    let files = silver_files_of(&tight, &a);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert!((1..=cores).contains(&files), "{files} files, {cores} cores");
 
@@ -206,8 +219,9 @@ fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_do
             statement.months_in_arrears = 40;
         }
     };
-    let (_tight_dir, tight, tight_output, _) = january_then_february(Some(TIGHT), out_of_range);
-    let (_roomy_dir, roomy, _, _) = january_then_february(None, out_of_range);
+    let (_tight_dir, tight, tight_output, _) =
+        january_then_february(Some(TIGHT), same, out_of_range);
+    let (_roomy_dir, roomy, _, _) = january_then_february(None, same, out_of_range);
     assert!(tight_output.contains("buckets=13"), "{tight_output}");
 
     let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));
@@ -245,6 +259,58 @@ fn a_run_that_sets_every_row_aside_past_its_budget_writes_them_as_a_roomy_run_do
         backlog["overall"]["backlog"]["open"], ACCOUNTS as u64,
         "{backlog}"
     );
+}
+
+#[test]
+fn a_rule_escalated_once_every_bucket_is_counted_judges_again_and_leaves_no_file_of_the_first_judgement()
+ {
+    // temp_limit_zero warns until more than 1% of the rows fail it; about
+    // 3% of the statements carry a temporary limit. Each bucket's rows are
+    // written as warned before the last is counted, then judged again.
+    let escalated = |text: String| {
+        text.replace(
+            "worth watching),true,,,",
+            "worth watching),true,,0.01,quarantine",
+        )
+    };
+    let no_edit = |_: &mut Vec<Statement>| {};
+    let (_tight_dir, tight, tight_output, _) =
+        january_then_february(Some(TIGHT), escalated, no_edit);
+    let (_roomy_dir, roomy, roomy_output, _) = january_then_february(None, escalated, no_edit);
+    assert!(tight_output.contains("buckets=13"), "{tight_output}");
+    let again = "judging every bucket again";
+    assert!(tight_output.contains(again), "{tight_output}");
+    assert!(roomy_output.contains(again), "{roomy_output}");
+
+    let (a, b) = (summary_of(&tight, "2026-02"), summary_of(&roomy, "2026-02"));
+    assert_eq!(a["counts"], b["counts"]);
+    assert_eq!(a["rules"], b["rules"]);
+    let rule = a["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == "temp_limit_zero")
+        .unwrap();
+    assert_eq!(rule["escalated"], true, "{rule}");
+    let failed = rule["failed"].as_u64().unwrap();
+    assert!(failed > (ACCOUNTS / 100) as u64, "{rule}");
+    assert!(
+        a["counts"]["quarantined"].as_u64().unwrap() >= failed,
+        "{}",
+        a["counts"]
+    );
+    assert_eq!(silver(&tight), silver(&roomy));
+    assert_eq!(
+        set_aside_accounts(&tight, "quarantine"),
+        set_aside_accounts(&roomy, "quarantine")
+    );
+    // The first judgement's files (the warned rows among them) deleted:
+    // what is left is the second's, at most one per core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (root, summary) in [(&tight, &a), (&roomy, &b)] {
+        let files = silver_files_of(root, summary);
+        assert!((1..=cores).contains(&files), "{files} files, {cores} cores");
+    }
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow::record_batch::RecordBatch;
 use iceberg::table::Table;
 
 use super::background::Background;
@@ -29,6 +30,7 @@ use crate::core::spill::{Spill, SpillDir, SpilledTable};
 use crate::error::{Error, Result};
 use crate::exceptions::record::{ExceptionIds, load_carried};
 use crate::exceptions::store::read_missing_record;
+use crate::infra::append::discard_files;
 use crate::infra::catalog::exceptions_ident;
 use crate::infra::datafile;
 use crate::pipeline::hooks::{self, CrashPoint};
@@ -95,10 +97,12 @@ pub(super) struct Judgement {
 ///
 /// A drop larger than half of `[resources] memory_limit` holds at once is
 /// judged in buckets of entities (by key hash): each bucket is baselined
-/// and its row rules evaluated, its outcomes kept in the scratch folder;
-/// the periods are measured and the rules' counts escalated over every
-/// bucket; then each bucket's verdicts are routed and its Silver rows
-/// written. The books balance and the run commits once, as for one bucket.
+/// and its row rules evaluated, its outcomes kept in the scratch folder.
+/// Its rows are judged, routed and written at once, as if no period failed
+/// an aggregate rule and no rule escalated: once the periods are measured
+/// and the rules' counts escalated over every bucket, that holds, or what
+/// was written is discarded and each bucket's kept outcomes are judged
+/// again. The books balance and the run commits once, as for one bucket.
 pub(super) async fn judge_and_write(
     context: &Context<'_>,
     (silver, references, handover): (&Table, &mut References, &mut Handover),
@@ -121,14 +125,76 @@ pub(super) async fn judge_and_write(
     if handover.read_kept {
         tracing::debug!("history of the month before kept from its run");
     }
-    let (firsts, missing) = first_pass(
+    let carried = load_carried(&context.bronze, context.drop).await?;
+    let stamp = RunStamp {
+        run_id: claim.run_id.clone(),
+        timestamp: summary.started_at.clone(),
+        exception_ids: ExceptionIds::new(context.drop, carried).closing(options.closing()),
+    };
+    let place = claim.place();
+    // A dry run's Silver data files are written (and counted) in a local
+    // scratch folder, deleted when the judgement ends.
+    let scratch = match options.dry_run {
+        true => Some(dry_run_scratch(plan, silver)?),
+        false => None,
+    };
+    let sink = match &scratch {
+        Some((_, relocated)) => relocated,
+        None => silver,
+    };
+    // A drop judged in buckets is too large to keep in memory.
+    let keep = handover.keep && buckets.count() == 1;
+    // Months the drop brings first: the rows committed are all they hold
+    // (unless rows labelled with another contributor may be committed).
+    let measured = rules.iter().any(|r| r.scope == Scope::Aggregate);
+    let wanted = (keep || measured) && !options.dry_run;
+    let fresh = match wanted && contributor_rows_only(rules) {
+        true => {
+            baseline::fresh_months(silver, &plan.contract, contributor, batch.rows.days()).await?
+        }
+        false => None,
+    };
+    let keeper = || {
+        fresh.filter(|_| keep).map(|months| {
+            let read = ReadColumns {
+                contract: &plan.contract,
+                rules,
+                metrics: &plan.metrics,
+                completeness: plan.completeness.as_ref(),
+            };
+            MonthKeeper::new(months, read, contributor)
+        })
+    };
+    // Rows set aside wait on disk whatever the drop's size: every row of a
+    // drop judged whole may be set aside, beside the drop held whole. A
+    // second judgement keeps its own in a folder of its own.
+    let (set_aside_spill, judged_again_spill) = (
+        SpillDir::new(true, plan.resources.spilling())?,
+        SpillDir::new(true, plan.resources.spilling())?,
+    );
+    let open = |spill| Sinks {
+        router: route::Router::new(&plan.contract, &stamp, (plan.mask_sensitive, spill)),
+        writers: datafile::SilverWriters::open(sink, &place.run_id),
+        kept: keeper(),
+    };
+    let mut sinks = open(&set_aside_spill);
+    let mut provisional = Verdicts::provisional(rules);
+    let firsts = first_pass(
         context,
         (silver, references, kept_month),
         (batch, rules, options),
         (buckets, &spill),
+        (&mut sinks, &mut provisional),
         (summary, &mut laps),
     )
-    .await?;
+    .await;
+    let (firsts, missing) = match firsts {
+        Ok(firsts) => firsts,
+        Err(error) => {
+            sinks.discard(sink).await;
+            return Err(error);
+        }
+    };
     let FirstPass {
         outcomes: bucket_outcomes,
         counts,
@@ -147,7 +213,14 @@ pub(super) async fn judge_and_write(
         (plan.average_periods, committed),
         &context.memory,
     )
-    .await?;
+    .await;
+    let periods = match periods {
+        Ok(periods) => periods,
+        Err(error) => {
+            sinks.discard(sink).await;
+            return Err(error);
+        }
+    };
     let mut verdicts = Verdicts::new(rules, periods, counts);
     verdicts.escalate();
     summary.aggregates = verdicts.periods().to_vec();
@@ -157,74 +230,37 @@ pub(super) async fn judge_and_write(
         batch.received,
     ));
     laps.lap(summary, Stage::Evaluate);
-    stop_on_fail_rules(&verdicts.outcomes)?;
-
-    let carried = load_carried(&context.bronze, context.drop).await?;
-    let stamp = RunStamp {
-        run_id: claim.run_id.clone(),
-        timestamp: summary.started_at.clone(),
-        exception_ids: ExceptionIds::new(context.drop, carried).closing(options.closing()),
-    };
-    let place = claim.place();
-    // A dry run's Silver data files are written (and counted) in a local
-    // scratch folder, deleted when the judgement ends.
-    let scratch = match options.dry_run {
-        true => Some(dry_run_scratch(plan, silver)?),
-        false => None,
-    };
-    let sink = match &scratch {
-        Some((_, relocated)) => relocated,
-        None => silver,
-    };
-    // Rows set aside wait on disk whatever the drop's size: every row of a
-    // drop judged whole may be set aside, beside the drop held whole.
-    let set_aside_spill = SpillDir::new(true, plan.resources.spilling())?;
-    let mut router = route::Router::new(
-        &plan.contract,
-        &stamp,
-        (plan.mask_sensitive, &set_aside_spill),
-    );
-    let mut writers = datafile::SilverWriters::open(sink, &place.run_id);
-    // A drop judged in buckets is too large to keep in memory.
-    let keep = handover.keep && buckets.count() == 1;
-    // Months the drop brings first: the rows committed are all they hold
-    // (unless rows labelled with another contributor may be committed).
-    let wanted = (keep || !summary.aggregates.is_empty()) && !options.dry_run;
-    let fresh = match wanted && contributor_rows_only(rules) {
-        true => {
-            baseline::fresh_months(silver, &plan.contract, contributor, batch.rows.days()).await?
-        }
-        false => None,
-    };
-    let mut kept = fresh.filter(|_| keep).map(|months| {
-        let read = ReadColumns {
-            contract: &plan.contract,
-            rules,
-            metrics: &plan.metrics,
-            completeness: plan.completeness.as_ref(),
-        };
-        MonthKeeper::new(months, read, contributor)
-    });
-    for (index, outcomes) in bucket_outcomes.into_iter().enumerate() {
-        let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
-        drop(outcomes);
-        let judged = verdicts.judge(&rows)?;
-        drop(rows);
-        laps.lap(summary, Stage::Evaluate);
-        let rows = router.route(&judged)?;
-        drop(judged);
-        if let Some(kept) = kept.as_mut() {
-            kept.keep(&rows)?;
-        }
-        laps.lap(summary, Stage::Route);
-        progress.stage(Stage::Write);
-        writers.write(&rows).await?;
-        laps.lap(summary, Stage::Write);
+    if let Err(error) = stop_on_fail_rules(&verdicts.outcomes) {
+        sinks.discard(sink).await;
+        return Err(error);
     }
+    progress.stage(Stage::Write);
+    let judged = match verdicts.as_provisional() {
+        true => provisional,
+        false => {
+            tracing::info!("a period failed or a rule escalated: judging every bucket again");
+            sinks.discard(sink).await;
+            sinks = open(&judged_again_spill);
+            for (index, outcomes) in bucket_outcomes.into_iter().enumerate() {
+                let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
+                drop(outcomes);
+                laps.lap(summary, Stage::Evaluate);
+                sinks
+                    .take(rows, &mut verdicts, (&mut *summary, &mut laps))
+                    .await?;
+            }
+            verdicts
+        }
+    };
+    let Sinks {
+        router,
+        writers,
+        kept,
+    } = sinks;
     let data_files = writers.finish().await?;
     laps.lap(summary, Stage::Write);
-    summary.baseline.rows_with_baseline = verdicts.with_baseline;
-    summary.baseline.rows_without_baseline = verdicts.without_baseline;
+    summary.baseline.rows_with_baseline = judged.with_baseline;
+    summary.baseline.rows_without_baseline = judged.without_baseline;
     let routed = router.finish(batch.rows.rejects()?)?;
     summary.counts.warned = routed.warned;
     laps.lap(summary, Stage::Route);
@@ -290,6 +326,51 @@ struct FirstPass {
     committed: Option<CommittedPeriods>,
 }
 
+/// Where a drop's judged rows go, bucket after bucket.
+struct Sinks<'a> {
+    /// The rows set aside.
+    router: route::Router<'a>,
+    /// Silver's rows.
+    writers: datafile::SilverWriters,
+    /// Silver's rows kept for the next run (see [`Handover`]).
+    kept: Option<MonthKeeper>,
+}
+
+impl Sinks<'_> {
+    /// Judges one bucket's `rows` (in the drop's order, their outcomes
+    /// beside them), routes them and writes its Silver rows.
+    async fn take(
+        &mut self,
+        rows: Vec<RecordBatch>,
+        verdicts: &mut Verdicts<'_>,
+        (summary, laps): (&mut Summary, &mut Laps),
+    ) -> Result<()> {
+        let judged = verdicts.judge(&rows)?;
+        drop(rows);
+        laps.lap(summary, Stage::Evaluate);
+        let rows = self.router.route(&judged)?;
+        drop(judged);
+        if let Some(kept) = self.kept.as_mut() {
+            kept.keep(&rows)?;
+        }
+        laps.lap(summary, Stage::Route);
+        self.writers.write(&rows).await?;
+        laps.lap(summary, Stage::Write);
+        Ok(())
+    }
+
+    /// Lets go of everything taken: the Silver data files written so far
+    /// are deleted from `sink` (best effort, as an orphan is harmless).
+    async fn discard(self, sink: &Table) {
+        match self.writers.finish().await {
+            Ok(files) => discard_files(sink, &files).await,
+            Err(error) => {
+                tracing::warn!(error = %error, "Silver data files of a discarded judgement left behind")
+            }
+        }
+    }
+}
+
 /// Baselines each bucket and evaluates its row and reference rules,
 /// keeping its outcomes and metric rows; returns them with the entities
 /// the drop leaves out (with `[completeness]`).
@@ -298,6 +379,7 @@ async fn first_pass(
     (silver, references, carried): (&Table, &mut References, Option<Arc<CommittedMonth>>),
     (batch, rules, options): (&read::Batch, &[&Rule], &RunOptions),
     (buckets, spill): (&Buckets, &SpillDir),
+    (sinks, provisional): (&mut Sinks<'_>, &mut Verdicts<'_>),
     (summary, laps): (&mut Summary, &mut Laps),
 ) -> Result<(FirstPass, Option<Missing>)> {
     let plan = context.plan;
@@ -372,13 +454,14 @@ async fn first_pass(
             index,
             history: (buckets.count() > 1).then_some(&history),
         };
+        let drop_rows = batch.rows.bucket(index)?;
         let loaded = baseline::read_history(
             (&plan.contract, expected()),
             (rules, &plan.metrics),
             (plan.lookback_months, &context.memory),
             (&shape, &bucket),
             contributor,
-            batch.rows.bucket(index)?,
+            drop_rows.clone(),
             (silver, carried.as_deref()),
         )
         .await?;
@@ -419,10 +502,14 @@ async fn first_pass(
             }
         }
         firsts.counts.count(&outcomes.rows)?;
+        let rows = evaluate::in_drop_order(drop_rows, &outcomes.rows)?;
         firsts
             .outcomes
             .push(spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?);
         laps.lap(summary, Stage::Evaluate);
+        sinks
+            .take(rows, provisional, (&mut *summary, &mut *laps))
+            .await?;
     }
     firsts.metric_rows = metric_schema.map(|schema| DropMetricRows {
         rows: SpilledTable {

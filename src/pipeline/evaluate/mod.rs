@@ -385,6 +385,24 @@ impl<'a> Verdicts<'a> {
         }
     }
 
+    /// The verdicts before any period is measured or any rule escalated:
+    /// no period fails an aggregate rule and every rule acts with its own
+    /// severity. They are the final ones when [`Verdicts::as_provisional`].
+    pub fn provisional(rules: &'a [&'a Rule]) -> Verdicts<'a> {
+        Verdicts::new(rules, PeriodOutcomes::default(), OutcomeCounts::new(rules))
+    }
+
+    /// Whether every row's verdict is the one [`Verdicts::provisional`]
+    /// gives: no rule escalated and no period failed an aggregate rule.
+    pub fn as_provisional(&self) -> bool {
+        let escalated = self.outcomes.iter().any(|o| o.escalated);
+        let failed = self.sources.iter().any(|source| match source {
+            OutcomeSource::Period(index) => !self.periods.failed(*index).is_empty(),
+            OutcomeSource::Column(_) => false,
+        });
+        !escalated && !failed
+    }
+
     /// What each period measured.
     pub fn periods(&self) -> &[PeriodReport] {
         &self.periods.reports
