@@ -23,9 +23,9 @@ pub const MISSING_ENTITIES: &str = "_missing_entities";
 pub const CLOSED: &str = "_closed";
 /// The period a missing entity was expected in (the missing list's column).
 pub const MISSING_PERIOD: &str = "_missing_period";
-/// The row's position among its bucket's drop rows (the first pass keeps
-/// its outcomes without the drop's columns; the second puts them back in
-/// the drop's order by it).
+/// The row's position among its bucket's drop rows (a bucket's outcomes
+/// are kept without the drop's columns and put back in the drop's order
+/// by it).
 pub const ROW: &str = "_row";
 /// True when the row found a previous state of its entity within the lookback.
 pub const HAS_BASELINE: &str = "_has_baseline";

@@ -117,6 +117,9 @@ fn a_run_past_its_memory_budget_spills_and_commits_what_a_roomy_run_commits() {
     let spilled = "spilled to the scratch folder";
     assert!(tight_output.contains(spilled), "{tight_output}");
     assert!(!roomy_output.contains(spilled), "{roomy_output}");
+    // No period failed and no rule escalated: each bucket judged once.
+    let again = "judging every bucket again";
+    assert!(!tight_output.contains(again), "{tight_output}");
     let bucketed = "judging the drop in buckets of entities";
     assert!(
         tight_output.contains(bucketed) && tight_output.contains("buckets=13"),
@@ -299,17 +302,34 @@ fn a_rule_escalated_once_every_bucket_is_counted_judges_again_and_leaves_no_file
         "{}",
         a["counts"]
     );
-    assert_eq!(silver(&tight), silver(&roomy));
-    assert_eq!(
-        set_aside_accounts(&tight, "quarantine"),
-        set_aside_accounts(&roomy, "quarantine")
-    );
+    // What a run whose rule quarantines from the start commits and sets
+    // aside, judged once.
+    let quarantining = |text: String| {
+        text.replace(
+            ",temporary_limit = 0,warning,",
+            ",temporary_limit = 0,quarantine,",
+        )
+    };
+    let (_once_dir, once, once_output, _) = january_then_february(None, quarantining, no_edit);
+    assert!(!once_output.contains(again), "{once_output}");
+    assert_eq!(summary_of(&once, "2026-02")["counts"], a["counts"]);
+    let committed = silver(&once);
+    assert_eq!(silver(&tight), committed);
+    assert_eq!(silver(&roomy), committed);
+    for root in [&tight, &roomy] {
+        assert_eq!(
+            set_aside_accounts(root, "quarantine"),
+            set_aside_accounts(&once, "quarantine")
+        );
+    }
     // The first judgement's files (the warned rows among them) deleted:
-    // what is left is the second's, at most one per core.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    for (root, summary) in [(&tight, &a), (&roomy, &b)] {
-        let files = silver_files_of(root, summary);
-        assert!((1..=cores).contains(&files), "{files} files, {cores} cores");
+    // Silver's folder holds the rows of January and of the second
+    // judgement alone.
+    for root in [&tight, &roomy] {
+        let january = summary_of(root, "2026-01")["counts"]["committed"].as_u64();
+        let february = summary_of(root, "2026-02")["counts"]["committed"].as_u64();
+        let rows = silver(root).len() as u64;
+        assert_eq!(Some(rows), january.zip(february).map(|(j, f)| j + f));
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
+use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
 use super::background::Background;
@@ -144,18 +145,10 @@ pub(super) async fn judge_and_write(
     };
     // A drop judged in buckets is too large to keep in memory.
     let keep = handover.keep && buckets.count() == 1;
-    // Months the drop brings first: the rows committed are all they hold
-    // (unless rows labelled with another contributor may be committed).
-    let measured = rules.iter().any(|r| r.scope == Scope::Aggregate);
-    let wanted = (keep || measured) && !options.dry_run;
-    let fresh = match wanted && contributor_rows_only(rules) {
-        true => {
-            baseline::fresh_months(silver, &plan.contract, contributor, batch.rows.days()).await?
-        }
-        false => None,
-    };
+    let on = (context, silver, batch);
+    let kept_fresh = fresh_months(on, (rules, options), keep).await?;
     let keeper = || {
-        fresh.filter(|_| keep).map(|months| {
+        kept_fresh.map(|months| {
             let read = ReadColumns {
                 contract: &plan.contract,
                 rules,
@@ -165,19 +158,16 @@ pub(super) async fn judge_and_write(
             MonthKeeper::new(months, read, contributor)
         })
     };
-    // Rows set aside wait on disk whatever the drop's size: every row of a
-    // drop judged whole may be set aside, beside the drop held whole. A
-    // second judgement keeps its own in a folder of its own.
-    let (set_aside_spill, judged_again_spill) = (
-        SpillDir::new(true, plan.resources.spilling())?,
-        SpillDir::new(true, plan.resources.spilling())?,
-    );
-    let open = |spill| Sinks {
-        router: route::Router::new(&plan.contract, &stamp, (plan.mask_sensitive, spill)),
-        writers: datafile::SilverWriters::open(sink, &place.run_id),
-        kept: keeper(),
+    let open = || {
+        let router = (plan.mask_sensitive, &plan.resources);
+        let router = route::Router::new(&plan.contract, &stamp, router);
+        router.map(|router| Sinks {
+            router,
+            writers: datafile::SilverWriters::open(sink, &place.run_id),
+            kept: keeper(),
+        })
     };
-    let mut sinks = open(&set_aside_spill);
+    let mut sinks = open()?;
     let mut provisional = Verdicts::provisional(rules);
     let firsts = first_pass(
         context,
@@ -188,76 +178,40 @@ pub(super) async fn judge_and_write(
         (summary, &mut laps),
     )
     .await;
-    let (firsts, missing) = match firsts {
-        Ok(firsts) => firsts,
+    // Closed before the periods are measured, so that the rows the
+    // writers hold are written by then.
+    let taken = sinks.finish().await?;
+    let settled = match firsts {
+        Ok(firsts) => settle(context, firsts, (batch, rules), summary).await,
+        Err(error) => Err(error),
+    };
+    let (outcomes, mut verdicts, missing) = match settled {
+        Ok(settled) => settled,
         Err(error) => {
-            sinks.discard(sink).await;
+            taken.discard(sink).await;
             return Err(error);
         }
     };
-    let FirstPass {
-        outcomes: bucket_outcomes,
-        counts,
-        metric_rows,
-        committed,
-    } = firsts;
-    let aggregate_rules: Vec<&Rule> = rules
-        .iter()
-        .copied()
-        .filter(|r| r.scope == Scope::Aggregate)
-        .collect();
-    let periods = evaluate::aggregate::evaluate_aggregates(
-        metric_rows,
-        (&plan.metrics, missing.as_ref()),
-        &aggregate_rules,
-        (plan.average_periods, committed),
-        &context.memory,
-    )
-    .await;
-    let periods = match periods {
-        Ok(periods) => periods,
-        Err(error) => {
-            sinks.discard(sink).await;
-            return Err(error);
-        }
-    };
-    let mut verdicts = Verdicts::new(rules, periods, counts);
-    verdicts.escalate();
-    summary.aggregates = verdicts.periods().to_vec();
-    summary.set_rule_outcomes(with_parse_outcome(
-        &verdicts.outcomes,
-        batch.rows.rejected(),
-        batch.received,
-    ));
     laps.lap(summary, Stage::Evaluate);
-    if let Err(error) = stop_on_fail_rules(&verdicts.outcomes) {
-        sinks.discard(sink).await;
-        return Err(error);
-    }
     progress.stage(Stage::Write);
-    let judged = match verdicts.as_provisional() {
-        true => provisional,
+    let (taken, judged) = match verdicts.as_provisional() {
+        true => {
+            drop(outcomes);
+            (taken, provisional)
+        }
         false => {
             tracing::info!("a period failed or a rule escalated: judging every bucket again");
-            sinks.discard(sink).await;
-            sinks = open(&judged_again_spill);
-            for (index, outcomes) in bucket_outcomes.into_iter().enumerate() {
-                let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
-                drop(outcomes);
-                laps.lap(summary, Stage::Evaluate);
-                sinks
-                    .take(rows, &mut verdicts, (&mut *summary, &mut laps))
-                    .await?;
-            }
-            verdicts
+            taken.discard(sink).await;
+            let again = (batch, &mut verdicts);
+            let taken = judge_again(open()?, outcomes, again, (summary, &mut laps)).await?;
+            (taken, verdicts)
         }
     };
-    let Sinks {
+    let Taken {
+        data_files,
         router,
-        writers,
         kept,
-    } = sinks;
-    let data_files = writers.finish().await?;
+    } = taken;
     laps.lap(summary, Stage::Write);
     summary.baseline.rows_with_baseline = judged.with_baseline;
     summary.baseline.rows_without_baseline = judged.without_baseline;
@@ -305,6 +259,15 @@ pub(super) async fn judge_and_write(
         "balanced"
     );
     laps.lap(summary, Stage::Balance);
+    // What a committed run keeps its periods' metrics for (see `hand_on`).
+    let fresh = match kept_fresh {
+        Some(months) => Some(months),
+        None if !keep => {
+            let measured = !summary.aggregates.is_empty();
+            fresh_months(on, (rules, options), measured).await?
+        }
+        None => None,
+    };
     Ok(Judgement {
         balanced,
         set_aside_files,
@@ -314,7 +277,8 @@ pub(super) async fn judge_and_write(
     })
 }
 
-/// What the first pass over the buckets leaves for the second.
+/// What the first pass over the buckets leaves: what the verdicts need,
+/// and the outcomes, should the buckets be judged again.
 struct FirstPass {
     /// Each bucket's row and reference rules' outcomes, by row position.
     outcomes: Vec<Spill>,
@@ -336,7 +300,7 @@ struct Sinks<'a> {
     kept: Option<MonthKeeper>,
 }
 
-impl Sinks<'_> {
+impl<'a> Sinks<'a> {
     /// Judges one bucket's `rows` (in the drop's order, their outcomes
     /// beside them), routes them and writes its Silver rows.
     async fn take(
@@ -359,15 +323,110 @@ impl Sinks<'_> {
         Ok(())
     }
 
-    /// Lets go of everything taken: the Silver data files written so far
-    /// are deleted from `sink` (best effort, as an orphan is harmless).
+    /// Closes the writers once every bucket is taken.
+    async fn finish(self) -> Result<Taken<'a>> {
+        Ok(Taken {
+            data_files: self.writers.finish().await?,
+            router: self.router,
+            kept: self.kept,
+        })
+    }
+}
+
+/// What the sinks took, once closed.
+struct Taken<'a> {
+    /// Silver's data files.
+    data_files: Vec<DataFile>,
+    /// The rows set aside.
+    router: route::Router<'a>,
+    /// Silver's rows kept for the next run.
+    kept: Option<MonthKeeper>,
+}
+
+impl Taken<'_> {
+    /// Lets go of everything taken: the rows set aside with their folder,
+    /// and the Silver data files, deleted from `sink` (best effort, as an
+    /// orphan is harmless).
     async fn discard(self, sink: &Table) {
-        match self.writers.finish().await {
-            Ok(files) => discard_files(sink, &files).await,
-            Err(error) => {
-                tracing::warn!(error = %error, "Silver data files of a discarded judgement left behind")
-            }
+        discard_files(sink, &self.data_files).await;
+    }
+}
+
+/// Judges every bucket again from its kept `outcomes` with the final
+/// `verdicts`, into new `sinks`.
+async fn judge_again<'a>(
+    mut sinks: Sinks<'a>,
+    outcomes: Vec<Spill>,
+    (batch, verdicts): (&read::Batch, &mut Verdicts<'_>),
+    (summary, laps): (&mut Summary, &mut Laps),
+) -> Result<Taken<'a>> {
+    for (index, outcomes) in outcomes.into_iter().enumerate() {
+        let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
+        drop(outcomes);
+        laps.lap(summary, Stage::Evaluate);
+        sinks
+            .take(rows, verdicts, (&mut *summary, &mut *laps))
+            .await?;
+    }
+    sinks.finish().await
+}
+
+/// Measures the periods and escalates the rules over every bucket's
+/// counts: the final verdicts, with the outcomes kept and the entities
+/// the drop leaves out; a `fail` rule that fired stops the run here.
+async fn settle<'r>(
+    context: &Context<'_>,
+    (firsts, missing): (FirstPass, Option<Missing>),
+    (batch, rules): (&read::Batch, &'r [&'r Rule]),
+    summary: &mut Summary,
+) -> Result<(Vec<Spill>, Verdicts<'r>, Option<Missing>)> {
+    let plan = context.plan;
+    let FirstPass {
+        outcomes,
+        counts,
+        metric_rows,
+        committed,
+    } = firsts;
+    let aggregate_rules: Vec<&Rule> = rules
+        .iter()
+        .copied()
+        .filter(|r| r.scope == Scope::Aggregate)
+        .collect();
+    let periods = evaluate::aggregate::evaluate_aggregates(
+        metric_rows,
+        (&plan.metrics, missing.as_ref()),
+        &aggregate_rules,
+        (plan.average_periods, committed),
+        &context.memory,
+    )
+    .await?;
+    let mut verdicts = Verdicts::new(rules, periods, counts);
+    verdicts.escalate();
+    summary.aggregates = verdicts.periods().to_vec();
+    summary.set_rule_outcomes(with_parse_outcome(
+        &verdicts.outcomes,
+        batch.rows.rejected(),
+        batch.received,
+    ));
+    stop_on_fail_rules(&verdicts.outcomes)?;
+    Ok((outcomes, verdicts, missing))
+}
+
+/// The drop's whole months, when `wanted` and Silver held no row of the
+/// contributor in them before (what the run commits is then all they
+/// hold); none for a dry run or when rows labelled with another
+/// contributor may be committed.
+async fn fresh_months(
+    (context, silver, batch): (&Context<'_>, &Table, &read::Batch),
+    (rules, options): (&[&Rule], &RunOptions),
+    wanted: bool,
+) -> Result<Option<(chrono::NaiveDate, chrono::NaiveDate)>> {
+    match wanted && !options.dry_run && contributor_rows_only(rules) {
+        true => {
+            let (contract, contributor) = (&context.plan.contract, &context.drop.contributor);
+            baseline::fresh_months(silver, contract, contributor, batch.rows.days()).await
         }
+        false => Ok(None),
     }
 }
 
@@ -502,14 +561,20 @@ async fn first_pass(
             }
         }
         firsts.counts.count(&outcomes.rows)?;
-        let rows = evaluate::in_drop_order(drop_rows, &outcomes.rows)?;
+        // Nothing more is written once a `fail` rule fired: the run stops.
+        let rows = match firsts.counts.stops() {
+            false => Some(evaluate::in_drop_order(drop_rows, &outcomes.rows)?),
+            true => None,
+        };
         firsts
             .outcomes
             .push(spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?);
         laps.lap(summary, Stage::Evaluate);
-        sinks
-            .take(rows, provisional, (&mut *summary, &mut *laps))
-            .await?;
+        if let Some(rows) = rows {
+            sinks
+                .take(rows, provisional, (&mut *summary, &mut *laps))
+                .await?;
+        }
     }
     firsts.metric_rows = metric_schema.map(|schema| DropMetricRows {
         rows: SpilledTable {
@@ -600,7 +665,7 @@ pub(super) fn with_parse_outcome(
         .collect()
 }
 
-/// A `fail` rule that fired stops the run before anything is written.
+/// A `fail` rule that fired stops the run before anything is committed.
 pub(super) fn stop_on_fail_rules(outcomes: &[RuleOutcome]) -> Result<()> {
     match outcomes
         .iter()

@@ -24,6 +24,7 @@ use crate::config::contract::Contract;
 use crate::config::rules::Severity;
 use crate::core::set_aside::SetAside;
 use crate::core::spill::{SpillDir, SpillWriter, SpilledTable};
+use crate::core::sql::MemoryBudget;
 use crate::error::{Error, Result};
 use crate::exceptions::record::ExceptionIds;
 use crate::pipeline::evaluate::DQ_SEVERITY;
@@ -82,6 +83,8 @@ pub struct Routed {
     pub(crate) set_aside: BTreeMap<SetAside, SpilledTable>,
     /// Silver rows on which a warning fired.
     pub warned: u64,
+    /// The folder of the runs, removed when the rows are dropped.
+    _spill: SpillDir,
 }
 
 /// The schema of a dq_error file: contract, provenance, raw record, errors, run id, timestamp.
@@ -101,14 +104,14 @@ pub fn dq_schema(contract: &Contract) -> SchemaRef {
 
 /// Sends a drop's judged rows to their destinations, bucket after bucket:
 /// Silver's rows go back to be written, the rows set aside are kept (in
-/// the spill folder it is given) until every bucket is routed, each
+/// a spill folder of its own) until every bucket is routed, each
 /// bucket's as one run in the drop's order.
 pub struct Router<'a> {
     contract: &'a Contract,
     schema: SchemaRef,
     stamp: &'a RunStamp,
     mask_sensitive: bool,
-    spill: &'a SpillDir,
+    spill: SpillDir,
     set_aside: BTreeMap<SetAside, SpilledTable>,
     /// Runs kept so far (each named after its number).
     runs: usize,
@@ -123,14 +126,18 @@ const RUN_BATCH_ROWS: usize = 4096;
 const ROUTED_ROWS: usize = 16 * RUN_BATCH_ROWS;
 
 impl<'a> Router<'a> {
-    /// Nothing routed yet; rows set aside will be kept in `spill`, their
-    /// sensitive columns masked when `mask_sensitive`.
+    /// Nothing routed yet; rows set aside will be kept in a spill folder
+    /// of their own in `budget`'s scratch folder (whatever the drop's
+    /// size: every row of a drop judged whole may be set aside, beside the
+    /// drop held whole), removed when the router or what it routed is
+    /// dropped; their sensitive columns masked when `mask_sensitive`.
     pub(crate) fn new(
         contract: &'a Contract,
         stamp: &'a RunStamp,
-        (mask_sensitive, spill): (bool, &'a SpillDir),
-    ) -> Router<'a> {
-        Router {
+        (mask_sensitive, budget): (bool, &MemoryBudget),
+    ) -> Result<Router<'a>> {
+        let spill = SpillDir::new(true, budget.spilling())?;
+        Ok(Router {
             contract,
             schema: dq_schema(contract),
             stamp,
@@ -139,7 +146,7 @@ impl<'a> Router<'a> {
             set_aside: BTreeMap::new(),
             runs: 0,
             warned: 0,
-        }
+        })
     }
 
     /// Routes one bucket's judged rows (in the drop's order), a slice of
@@ -269,8 +276,9 @@ impl<'a> Router<'a> {
             self.keep(SetAside::Quarantine, rows)?;
         }
         Ok(Routed {
-            set_aside: std::mem::take(&mut self.set_aside),
+            set_aside: self.set_aside,
             warned: self.warned,
+            _spill: self.spill,
         })
     }
 }

@@ -258,7 +258,7 @@ fn outcome_sources(rules: &[&Rule]) -> Vec<OutcomeSource> {
 }
 
 /// Every bucket's outcomes, counted as the first pass goes (escalation
-/// needs every row's before any verdict): each row and reference rule's,
+/// needs every row's before any final verdict): each row and reference rule's,
 /// and each period's rows (an aggregate rule's outcome is its period's,
 /// known once every bucket is measured).
 pub struct OutcomeCounts {
@@ -290,6 +290,12 @@ impl OutcomeCounts {
             outcomes,
             period_rows: BTreeMap::new(),
         }
+    }
+
+    /// Whether a row counted so far failed a `fail` rule (an aggregate
+    /// rule's are known once the periods are measured): the run stops.
+    pub fn stops(&self) -> bool {
+        (self.outcomes.iter()).any(|o| o.severity == Severity::Fail && o.failed > 0)
     }
 
     /// Counts one bucket's outcomes, a column at a time.
@@ -393,14 +399,16 @@ impl<'a> Verdicts<'a> {
     }
 
     /// Whether every row's verdict is the one [`Verdicts::provisional`]
-    /// gives: no rule escalated and no period failed an aggregate rule.
+    /// gives: every rule acts with its own severity (none escalated to
+    /// another) and no period failed an aggregate rule.
     pub fn as_provisional(&self) -> bool {
-        let escalated = self.outcomes.iter().any(|o| o.escalated);
-        let failed = self.sources.iter().any(|source| match source {
-            OutcomeSource::Period(index) => !self.periods.failed(*index).is_empty(),
-            OutcomeSource::Column(_) => false,
+        let own_severities = (self.rules.iter().zip(&self.outcomes))
+            .all(|(rule, outcome)| rule.severity == outcome.severity);
+        let no_period_failed = self.sources.iter().all(|source| match source {
+            OutcomeSource::Period(index) => self.periods.failed(*index).is_empty(),
+            OutcomeSource::Column(_) => true,
         });
-        !escalated && !failed
+        own_severities && no_period_failed
     }
 
     /// What each period measured.
@@ -862,17 +870,16 @@ mod tests {
         )
     }
 
-    #[test]
-    fn rows_are_counted_and_judged_a_column_at_a_time_with_their_periods_outcomes() {
-        let rules = [
-            rule("complete", Scope::Row, Severity::Quarantine),
-            rule("volume", Scope::Aggregate, Severity::Quarantine),
-            rule("watch", Scope::Row, Severity::Warn),
-        ];
-        let rules: Vec<&Rule> = rules.iter().collect();
-        let (january, february) = (19_723, 19_754);
+    /// January's and February's periods (days since the epoch).
+    const JANUARY: i32 = 19_723;
+    const FEBRUARY: i32 = 19_754;
+
+    /// Six rows' outcomes of two row rules (`_rule_1`, `_rule_3`) around
+    /// an aggregate rule's, in January, February or no period.
+    fn six_rows() -> RecordBatch {
+        let (january, february) = (JANUARY, FEBRUARY);
         let [fail, pass, skipped, not_applicable] = Outcome::ALL.map(|o| o.code() as i8);
-        let batch = RecordBatch::try_from_iter([
+        RecordBatch::try_from_iter([
             (
                 ROW,
                 Arc::new(UInt32Array::from(vec![0, 1, 2, 3, 4, 5])) as ArrayRef,
@@ -910,7 +917,19 @@ mod tests {
                 ])),
             ),
         ])
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn rows_are_counted_and_judged_a_column_at_a_time_with_their_periods_outcomes() {
+        let rules = [
+            rule("complete", Scope::Row, Severity::Quarantine),
+            rule("volume", Scope::Aggregate, Severity::Quarantine),
+            rule("watch", Scope::Row, Severity::Warn),
+        ];
+        let rules: Vec<&Rule> = rules.iter().collect();
+        let (january, february) = (JANUARY, FEBRUARY);
+        let batch = six_rows();
         // Counted over two batches: a period's rows may span them.
         let mut counts = OutcomeCounts::new(&rules);
         counts
@@ -951,6 +970,49 @@ mod tests {
             judged.num_columns(),
             3 + 3,
             "own columns, then the verdicts"
+        );
+    }
+
+    #[test]
+    fn provisional_verdicts_are_final_unless_a_period_fails_or_a_rule_escalates() {
+        let watch = |above: f64, to: Severity| Rule {
+            escalation: Some(crate::config::rules::Escalation { above, to }),
+            ..rule("watch", Scope::Row, Severity::Warn)
+        };
+        let settled = |watch: Rule, february: Outcome| {
+            let rules = [
+                rule("complete", Scope::Row, Severity::Quarantine),
+                rule("volume", Scope::Aggregate, Severity::Quarantine),
+                watch,
+            ];
+            let rules: Vec<&Rule> = rules.iter().collect();
+            let mut counts = OutcomeCounts::new(&rules);
+            counts.count(&[six_rows()]).unwrap();
+            let periods = PeriodOutcomes::of(vec![
+                (JANUARY, vec![Outcome::Pass]),
+                (FEBRUARY, vec![february]),
+            ]);
+            let mut verdicts = Verdicts::new(&rules, periods, counts);
+            verdicts.escalate();
+            let judged = verdicts.judge(&[six_rows()]).unwrap();
+            let provisional = Verdicts::provisional(&rules).judge(&[six_rows()]).unwrap();
+            (verdicts.as_provisional(), judged == provisional)
+        };
+        // watch fails 2 of 5 checked rows: 40%.
+        let quarantine = Severity::Quarantine;
+        assert_eq!(settled(watch(0.5, quarantine), Outcome::Pass), (true, true));
+        assert_eq!(
+            settled(watch(0.3, quarantine), Outcome::Pass),
+            (false, false)
+        );
+        assert_eq!(
+            settled(watch(0.5, quarantine), Outcome::Fail),
+            (false, false)
+        );
+        // Escalated to the severity it has: the verdicts do not change.
+        assert_eq!(
+            settled(watch(0.3, Severity::Warn), Outcome::Pass),
+            (true, true)
         );
     }
 
