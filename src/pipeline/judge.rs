@@ -431,8 +431,9 @@ async fn fresh_months(
 }
 
 /// Baselines each bucket and evaluates its row and reference rules,
-/// keeping its outcomes and metric rows; returns them with the entities
-/// the drop leaves out (with `[completeness]`).
+/// keeping its outcomes and metric rows, and hands its rows to `sinks` as
+/// `provisional` judges them (none once a `fail` rule fired); returns what
+/// it kept with the entities the drop leaves out (with `[completeness]`).
 async fn first_pass(
     context: &Context<'_>,
     (silver, references, carried): (&Table, &mut References, Option<Arc<CommittedMonth>>),

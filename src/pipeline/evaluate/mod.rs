@@ -121,9 +121,9 @@ pub struct RuleOutcome {
     pub escalated: bool,
 }
 
-/// One bucket's rows with the outcome of every row and reference rule,
-/// waiting for the periods' outcomes and the escalations (which need every
-/// bucket's) before their verdicts.
+/// One bucket's rows with the outcome of every row and reference rule:
+/// their final verdicts wait for the periods' outcomes and the
+/// escalations, which need every bucket's.
 pub struct BucketOutcomes {
     /// `_row`, `_has_baseline` and `_period`, then one outcome column per
     /// row or reference rule, in rule order, in no particular row order.
