@@ -280,7 +280,9 @@ pub(super) async fn judge_and_write(
 /// What the first pass over the buckets leaves: what the verdicts need,
 /// and the outcomes, should the buckets be judged again.
 struct FirstPass {
-    /// Each bucket's row and reference rules' outcomes, by row position.
+    /// Each bucket's row and reference rules' outcomes, by row position
+    /// (none kept when the final verdicts cannot differ from the first:
+    /// [`Verdicts::may_differ`]).
     outcomes: Vec<Spill>,
     /// Every bucket's outcomes, counted.
     counts: OutcomeCounts,
@@ -360,6 +362,11 @@ async fn judge_again<'a>(
     (batch, verdicts): (&read::Batch, &mut Verdicts<'_>),
     (summary, laps): (&mut Summary, &mut Laps),
 ) -> Result<Taken<'a>> {
+    if outcomes.len() != batch.rows.buckets().count() {
+        return Err(Error::Internal(
+            "judge: buckets judged again without their outcomes".to_string(),
+        ));
+    }
     for (index, outcomes) in outcomes.into_iter().enumerate() {
         let rows = evaluate::in_drop_order(batch.rows.bucket(index)?, &outcomes.read()?)?;
         drop(outcomes);
@@ -567,9 +574,11 @@ async fn first_pass(
             false => Some(evaluate::in_drop_order(drop_rows, &outcomes.rows)?),
             true => None,
         };
-        firsts
-            .outcomes
-            .push(spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?);
+        // Kept for a second judgement only where one may be needed.
+        if provisional.may_differ() {
+            let kept = spill.keep((outcomes_folder.as_deref(), &name), outcomes.rows)?;
+            firsts.outcomes.push(kept);
+        }
         laps.lap(summary, Stage::Evaluate);
         if let Some(rows) = rows {
             sinks
@@ -668,10 +677,7 @@ pub(super) fn with_parse_outcome(
 
 /// A `fail` rule that fired stops the run before anything is committed.
 pub(super) fn stop_on_fail_rules(outcomes: &[RuleOutcome]) -> Result<()> {
-    match outcomes
-        .iter()
-        .find(|o| o.severity == Severity::Fail && o.failed > 0)
-    {
+    match outcomes.iter().find(|o| o.stops_the_run()) {
         Some(o) => Err(Error::FailRule {
             rule: o.rule.clone(),
             rows: o.failed,

@@ -295,7 +295,7 @@ impl OutcomeCounts {
     /// Whether a row counted so far failed a `fail` rule (an aggregate
     /// rule's are known once the periods are measured): the run stops.
     pub fn stops(&self) -> bool {
-        (self.outcomes.iter()).any(|o| o.severity == Severity::Fail && o.failed > 0)
+        self.outcomes.iter().any(RuleOutcome::stops_the_run)
     }
 
     /// Counts one bucket's outcomes, a column at a time.
@@ -349,6 +349,11 @@ fn count_periods(periods: &Date32Array, period_rows: &mut BTreeMap<Option<i32>, 
 }
 
 impl RuleOutcome {
+    /// Whether the rule acts as `fail` and fired: the run stops.
+    pub fn stops_the_run(&self) -> bool {
+        self.severity == Severity::Fail && self.failed > 0
+    }
+
     /// Adds `rows` rows of `outcome`.
     fn add(&mut self, outcome: Outcome, rows: u64) {
         match outcome {
@@ -396,6 +401,18 @@ impl<'a> Verdicts<'a> {
     /// severity. They are the final ones when [`Verdicts::as_provisional`].
     pub fn provisional(rules: &'a [&'a Rule]) -> Verdicts<'a> {
         Verdicts::new(rules, PeriodOutcomes::default(), OutcomeCounts::new(rules))
+    }
+
+    /// Whether some row's final verdict may differ from the one these
+    /// give: an aggregate rule's period may fail, or a rule may escalate to
+    /// another severity. Otherwise [`Verdicts::as_provisional`] holds
+    /// whatever is counted.
+    pub fn may_differ(&self) -> bool {
+        let periods = (self.sources.iter()).any(|s| matches!(s, OutcomeSource::Period(_)));
+        let escalations = (self.rules.iter())
+            .filter_map(|rule| rule.escalation.map(|e| (rule.severity, e.to)))
+            .any(|(own, to)| own != to);
+        periods || escalations
     }
 
     /// Whether every row's verdict is the one [`Verdicts::provisional`]
@@ -1014,6 +1031,20 @@ mod tests {
             settled(watch(0.3, Severity::Warn), Outcome::Pass),
             (true, true)
         );
+
+        // Whether they may differ at all (else no outcome is kept for a
+        // second judgement): an aggregate rule, or an escalation to
+        // another severity.
+        let may_differ = |rules: &[Rule]| {
+            let rules: Vec<&Rule> = rules.iter().collect();
+            Verdicts::provisional(&rules).may_differ()
+        };
+        let complete = || rule("complete", Scope::Row, Severity::Quarantine);
+        assert!(!may_differ(&[complete()]));
+        assert!(!may_differ(&[complete(), watch(0.3, Severity::Warn)]));
+        assert!(may_differ(&[complete(), watch(0.3, quarantine)]));
+        let volume = rule("volume", Scope::Aggregate, Severity::Quarantine);
+        assert!(may_differ(&[complete(), volume]));
     }
 
     #[test]
