@@ -99,32 +99,65 @@ pub fn parse_boolean(text: &str) -> Option<bool> {
 /// at most `precision` digits in all; unscaled.
 pub fn parse_decimal(text: &str, precision: u8, scale: i8) -> Option<i128> {
     let scale = usize::try_from(scale).ok()?;
-    let (negative, number) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
+    let bytes = text.as_bytes();
+    let (negative, number) = match bytes.first() {
+        Some(b'-') => (true, &bytes[1..]),
+        Some(b'+') => (false, &bytes[1..]),
+        _ => (false, bytes),
     };
-    let (whole, fraction) = match number.split_once('.') {
-        Some((whole, fraction)) if !fraction.is_empty() => (whole, fraction),
+    let (whole, fraction) = match number.iter().position(|b| *b == b'.') {
+        Some(point) if point + 1 < number.len() => (&number[..point], &number[point + 1..]),
         Some(_) => return None,
-        None => (number, ""),
+        None => (number, &number[number.len()..]),
     };
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > scale {
+    if whole.is_empty() || fraction.len() > scale {
         return None;
     }
-    let mut value: i128 = 0;
-    for b in whole.bytes().chain(fraction.bytes()) {
-        value = value.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
-    }
-    for _ in fraction.len()..scale {
-        value = value.checked_mul(10)?;
-    }
+    let value = match whole.len() + scale {
+        // At most 19 digits once scaled: the value fits in a u64 exactly.
+        ..=19 => {
+            let unscaled = digits_u64(whole)? * POW10[fraction.len()] + digits_u64(fraction)?;
+            i128::from(unscaled * POW10[scale - fraction.len()])
+        }
+        _ => {
+            let mut value: i128 = 0;
+            for b in whole.iter().chain(fraction) {
+                let digit = b.wrapping_sub(b'0');
+                if digit > 9 {
+                    return None;
+                }
+                value = value.checked_mul(10)?.checked_add(i128::from(digit))?;
+            }
+            for _ in fraction.len()..scale {
+                value = value.checked_mul(10)?;
+            }
+            value
+        }
+    };
     let limit = 10i128.checked_pow(u32::from(precision))?;
     if value >= limit {
         return None;
     }
     Some(if negative { -value } else { value })
+}
+
+/// Powers of ten that fit in a u64.
+const POW10: [u64; 20] = {
+    let mut powers = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        powers[i] = powers[i - 1] * 10;
+        i += 1;
+    }
+    powers
+};
+
+/// The value of at most 19 ASCII digits; `None` if any byte is not one.
+fn digits_u64(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0u64, |value, b| {
+        let digit = b.wrapping_sub(b'0');
+        (digit <= 9).then(|| value * 10 + u64::from(digit))
+    })
 }
 
 /// A 64-bit float as Arrow's cast reads one (`1.5`, `-2e3`).
@@ -229,6 +262,21 @@ mod tests {
             parse_decimal("9999999999999999.99", 18, 2),
             Some(999_999_999_999_999_999)
         );
+        // Up to 19 digits once scaled are read in 64 bits, more in 128: the
+        // same values either way, at the edge and past it.
+        assert_eq!(parse_decimal("12.3", 10, 4), Some(123_000));
+        assert_eq!(parse_decimal("12.3", 38, 20), Some(123 * 10i128.pow(19)));
+        assert_eq!(
+            parse_decimal("-99999999999999999.99", 38, 2),
+            Some(-9_999_999_999_999_999_999)
+        );
+        assert_eq!(
+            parse_decimal("999999999999999999.9", 38, 2),
+            Some(99_999_999_999_999_999_990)
+        );
+        assert_eq!(parse_decimal("1.2.3", 38, 4), None);
+        assert_eq!(parse_decimal("1x.5", 38, 30), None);
+        assert_eq!(parse_decimal("99999999999999999.99", 18, 2), None);
         for bad in [
             "1.005",
             "x1",

@@ -249,26 +249,12 @@ impl<'a> Layout<'a> {
             spans: Vec::new(),
             rejects: Vec::new(),
         };
-        let mut reader = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .delimiter(self.contract.input.delimiter)
-            .from_reader(&bytes[start..]);
-        let mut record = csv::ByteRecord::new();
-        let mut lines = LineCounter::at(bytes, start, line);
+        let mut records = Records::new(self.fields);
+        let mut decoder = Decoder::new(self.contract.input.delimiter, &bytes[start..]);
         let mut pending = later.iter().enumerate().peekable();
-        loop {
-            let more = reader
-                .read_byte_record(&mut record)
-                .map_err(|e| Error::BadDrop {
-                    location: format!("{}:{}", self.file, lines.line),
-                    reason: e.to_string(),
-                })?;
-            if !more {
-                break;
-            }
-            let record_start = start as u64 + record.position().map_or(0, |p| p.byte());
-            let record_start = skip_line_ends(bytes, record_start);
+        while let Some(decoded) = decoder.next(&mut records) {
+            let (from, end) = (start + decoded.start, (start + decoded.end) as u64);
+            let record_start = skip_line_ends(bytes, from as u64);
             while pending
                 .next_if(|(_, cut)| (**cut as u64) < record_start)
                 .is_some()
@@ -278,32 +264,228 @@ impl<'a> Layout<'a> {
                 .filter(|(_, cut)| **cut as u64 == record_start)
             {
                 piece.stopped_at = Some(index);
+                records.drop_last();
                 break;
             }
-            if is_blank(&record) {
+            if records.last_is_blank() {
+                records.drop_last();
                 continue;
             }
-            let line = lines.line_at(record_start);
-            let end = start as u64 + reader.position().byte();
-            match record_text(&record, self.fields) {
-                Ok(text) => {
-                    piece.typed.append(
-                        self.positions
-                            .iter()
-                            .map(|p| p.map(|p| field(&record, text, p)).filter(|v| !v.is_empty())),
-                    );
+            let skipped = &bytes[from..usize::try_from(record_start).unwrap_or(bytes.len())];
+            let line = line + decoded.lines_before + count(skipped, b'\n') as u64;
+            match records.check_last() {
+                Ok(()) => {
+                    records.keep_last();
                     piece.lines.push(line);
                     piece.spans.push((record_start, end));
                 }
-                Err(reason) => piece.rejects.extend(rejects_for(
-                    self.file,
-                    line,
-                    raw_text(bytes, record_start, end),
-                    reason,
-                )),
+                Err(reason) => {
+                    records.drop_last();
+                    piece.rejects.extend(rejects_for(
+                        self.file,
+                        line,
+                        raw_text(bytes, record_start, end),
+                        reason,
+                    ));
+                }
+            }
+            if records.rows == TYPED_AT_ONCE {
+                self.type_records(&mut records, &mut piece.typed)?;
             }
         }
+        self.type_records(&mut records, &mut piece.typed)?;
         Ok(piece)
+    }
+
+    /// Types the records kept so far, column by column, and clears them.
+    fn type_records(&self, records: &mut Records, typed: &mut TypedRows<'_>) -> Result<()> {
+        let text = records.text()?;
+        typed.append_by_column(records.rows, |row, c| {
+            self.positions[c]
+                .map(|p| records.field(text, row, p))
+                .filter(|v| !v.is_empty())
+        });
+        records.clear();
+        Ok(())
+    }
+}
+
+/// Records typed at once: few enough that their text stays in the core's
+/// cache while each column is typed in turn.
+const TYPED_AT_ONCE: usize = 4096;
+
+/// A piece's CSV records as they are decoded: the unquoted bytes of their
+/// fields one after the other and where each field ends. A record is
+/// decoded last, then kept (counted in `rows`) or dropped; every kept
+/// record has the header's number of fields, each valid UTF-8.
+struct Records {
+    /// The header's number of fields.
+    fields: usize,
+    /// Field bytes; `data_used` of them written.
+    data: Vec<u8>,
+    data_used: usize,
+    /// Field ends in `data`; `ends_used` of them written.
+    ends: Vec<usize>,
+    ends_used: usize,
+    /// Where the last decoded record starts in `data` and `ends`.
+    last: (usize, usize),
+    /// Records kept.
+    rows: usize,
+}
+
+impl Records {
+    /// No record yet, of `fields` fields each.
+    fn new(fields: usize) -> Records {
+        Records {
+            fields,
+            data: vec![0; 256 * TYPED_AT_ONCE],
+            data_used: 0,
+            ends: vec![0; fields.max(1) * TYPED_AT_ONCE],
+            ends_used: 0,
+            last: (0, 0),
+            rows: 0,
+        }
+    }
+
+    /// The last decoded record's field ends.
+    fn last_ends(&self) -> &[usize] {
+        &self.ends[self.last.1..self.ends_used]
+    }
+
+    /// A line with nothing on it (such as trailing blank lines) is not a record.
+    fn last_is_blank(&self) -> bool {
+        self.last_ends() == [self.last.0]
+    }
+
+    /// Whether the last decoded record has the header's number of fields,
+    /// each valid UTF-8 (the record is checked at once, and each field
+    /// boundary must fall between characters); if not, why.
+    fn check_last(&self) -> std::result::Result<(), String> {
+        let ends = self.last_ends();
+        if ends.len() != self.fields {
+            return Err(format!(
+                "expected {} fields, found {}",
+                self.fields,
+                ends.len()
+            ));
+        }
+        let start = self.last.0;
+        let record = &self.data[start..self.data_used];
+        let text = std::str::from_utf8(record).ok();
+        if text.is_some_and(|text| ends.iter().all(|end| text.is_char_boundary(end - start))) {
+            return Ok(());
+        }
+        let mut from = start;
+        let invalid = ends.iter().position(|&end| {
+            let field = &self.data[from..end];
+            from = end;
+            std::str::from_utf8(field).is_err()
+        });
+        Err(format!(
+            "field {} is not valid UTF-8",
+            invalid.unwrap_or_default() + 1
+        ))
+    }
+
+    /// Keeps the last decoded record.
+    fn keep_last(&mut self) {
+        self.rows += 1;
+    }
+
+    /// Forgets the last decoded record.
+    fn drop_last(&mut self) {
+        (self.data_used, self.ends_used) = self.last;
+    }
+
+    /// The kept records' text (every kept record was checked to be UTF-8).
+    fn text(&self) -> Result<&str> {
+        std::str::from_utf8(&self.data[..self.data_used])
+            .map_err(|e| Error::Internal(format!("read: a kept record is not UTF-8: {e}")))
+    }
+
+    /// Field `field` of kept record `row`, in `text` (as [`Records::text`] gives it).
+    fn field<'t>(&self, text: &'t str, row: usize, field: usize) -> &'t str {
+        let at = row * self.fields + field;
+        let start = match at {
+            0 => 0,
+            _ => self.ends[at - 1],
+        };
+        text.get(start..self.ends[at]).unwrap_or_default()
+    }
+
+    /// Forgets every record.
+    fn clear(&mut self) {
+        (self.data_used, self.ends_used, self.rows) = (0, 0, 0);
+        self.last = (0, 0);
+    }
+}
+
+/// Where a decoded record was in the input.
+struct Decoded {
+    /// Where its decoding started (line ends before the record included)
+    /// and ended, in the input.
+    start: usize,
+    end: usize,
+    /// Line ends in the input before `start`.
+    lines_before: u64,
+}
+
+/// Decodes CSV records from one input with `csv_core` (the csv crate's
+/// parser: `"` quoting, doubled quotes, `\r`, `\n` or `\r\n` line ends,
+/// blank lines skipped), straight from the input into [`Records`].
+struct Decoder<'i> {
+    core: csv_core::Reader,
+    input: &'i [u8],
+    at: usize,
+}
+
+impl<'i> Decoder<'i> {
+    /// A decoder of `input`, fields separated by `delimiter`.
+    fn new(delimiter: u8, input: &'i [u8]) -> Decoder<'i> {
+        Decoder {
+            core: csv_core::ReaderBuilder::new().delimiter(delimiter).build(),
+            input,
+            at: 0,
+        }
+    }
+
+    /// Decodes the next record after those in `records` (it becomes their
+    /// last); `None` at the end of the input.
+    fn next(&mut self, records: &mut Records) -> Option<Decoded> {
+        let (start, lines_before) = (self.at, self.core.line() - 1);
+        records.last = (records.data_used, records.ends_used);
+        loop {
+            let (result, read, written, ended) = self.core.read_record(
+                &self.input[self.at..],
+                &mut records.data[records.data_used..],
+                &mut records.ends[records.ends_used..],
+            );
+            self.at += read;
+            records.data_used += written;
+            records.ends_used += ended;
+            match result {
+                csv_core::ReadRecordResult::InputEmpty => {}
+                csv_core::ReadRecordResult::OutputFull => {
+                    records.data.resize(records.data.len() * 2, 0);
+                }
+                csv_core::ReadRecordResult::OutputEndsFull => {
+                    records.ends.resize(records.ends.len() * 2, 0);
+                }
+                csv_core::ReadRecordResult::Record => {
+                    // csv_core counts a record's ends from its first byte.
+                    let (data_start, ends_start) = records.last;
+                    records.ends[ends_start..records.ends_used]
+                        .iter_mut()
+                        .for_each(|end| *end += data_start);
+                    return Some(Decoded {
+                        start,
+                        end: self.at,
+                        lines_before,
+                    });
+                }
+                csv_core::ReadRecordResult::End => return None,
+            }
+        }
     }
 }
 
@@ -356,39 +538,6 @@ fn read_header(bytes: &[u8], file: &str, delimiter: u8) -> Result<(Vec<String>, 
     Ok((header, body_start.min(bytes.len()), line))
 }
 
-/// Physical line numbers from byte offsets (the csv crate's own count drifts
-/// with `\r\n` line ends). Offsets must be asked for in increasing order.
-struct LineCounter<'a> {
-    bytes: &'a [u8],
-    offset: usize,
-    line: u64,
-}
-
-impl<'a> LineCounter<'a> {
-    /// A counter standing at byte `offset`, which is on line `line`.
-    fn at(bytes: &'a [u8], offset: usize, line: u64) -> Self {
-        LineCounter {
-            bytes,
-            offset,
-            line,
-        }
-    }
-
-    fn line_at(&mut self, byte: u64) -> u64 {
-        let target = usize::try_from(byte)
-            .unwrap_or(self.bytes.len())
-            .min(self.bytes.len());
-        if target > self.offset {
-            self.line += self.bytes[self.offset..target]
-                .iter()
-                .filter(|b| **b == b'\n')
-                .count() as u64;
-            self.offset = target;
-        }
-        self.line
-    }
-}
-
 /// The rejects of a record that did not parse. A quote that never closes
 /// swallows every line after it into one "record": each of those lines is a
 /// record the contributor sent, so each becomes its own reject (and counts in
@@ -429,50 +578,6 @@ fn skip_line_ends(bytes: &[u8], start: u64) -> u64 {
         .take_while(|b| matches!(b, b'\r' | b'\n'))
         .count();
     start + skipped as u64
-}
-
-/// A line with nothing on it (such as trailing blank lines) is not a record.
-fn is_blank(record: &csv::ByteRecord) -> bool {
-    record.len() == 1 && record.get(0).is_some_and(|f| f.is_empty())
-}
-
-/// The record's text, once checked to have the header's number of fields,
-/// each valid UTF-8: the whole record is checked at once, and each field
-/// boundary must fall between characters.
-fn record_text(record: &csv::ByteRecord, expected: usize) -> std::result::Result<&str, String> {
-    if record.len() != expected {
-        return Err(format!(
-            "expected {expected} fields, found {}",
-            record.len()
-        ));
-    }
-    let text = std::str::from_utf8(record.as_slice()).ok();
-    let field_is_text = |i: usize| match (text, record.range(i)) {
-        (Some(text), Some(range)) => {
-            text.is_char_boundary(range.start) && text.is_char_boundary(range.end)
-        }
-        _ => false,
-    };
-    if (0..record.len()).all(field_is_text) {
-        return Ok(text.unwrap_or_default());
-    }
-    let invalid = first_invalid_field(record).unwrap_or_default();
-    Err(format!("field {} is not valid UTF-8", invalid + 1))
-}
-
-/// The first field (0-based) that is not valid UTF-8 on its own.
-fn first_invalid_field(record: &csv::ByteRecord) -> Option<usize> {
-    record
-        .iter()
-        .position(|field| std::str::from_utf8(field).is_err())
-}
-
-/// Field `i` of a record whose text [`record_text`] checked.
-fn field<'r>(record: &csv::ByteRecord, text: &'r str, i: usize) -> &'r str {
-    record
-        .range(i)
-        .and_then(|range| text.get(range))
-        .unwrap_or_default()
 }
 
 /// The record between byte offsets `start` and `end`, without its line end.
@@ -545,6 +650,74 @@ pub(super) mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn records_typed_a_block_at_a_time_keep_their_lines_values_and_first_problem() {
+        let rows = 3 * super::TYPED_AT_ONCE + 7;
+        let mut text = String::from("id,day,amount,note\n");
+        let (mut line, mut good, mut rejects) = (2u64, Vec::new(), Vec::new());
+        for i in 0..rows {
+            if i % 1300 == 1299 {
+                text.push_str("short,row\n");
+                rejects.push((line, "expected 4 fields, found 2".to_string()));
+                line += 1;
+            }
+            // Two bad values in one record: the first column's problem is its reason.
+            let (day, amount) = match i % 1000 {
+                999 => ("2026-02-30", "x"),
+                500 => ("2026-01-31", "1.005"),
+                _ => ("2026-01-31", "1.50"),
+            };
+            let note = if i % 700 == 0 { "two\nlines" } else { "n" };
+            text.push_str(&format!("A{i},{day},{amount},\"{note}\"\n"));
+            match i % 1000 {
+                999 => rejects.push((
+                    line,
+                    "column 'day': cannot read '2026-02-30' as Date32".to_string(),
+                )),
+                500 => rejects.push((
+                    line,
+                    "column 'amount': cannot read '1.005' as Decimal128(18, 2)".to_string(),
+                )),
+                _ => good.push((format!("A{i}"), line, note)),
+            }
+            line += 1 + note.matches('\n').count() as u64;
+        }
+        let batch = read_drop(&contract(), &[file("t.csv", text.as_bytes())]).unwrap();
+        let mut got: Vec<(u64, String)> = batch
+            .rejects()
+            .iter()
+            .map(|r| (r.line, r.reason.clone()))
+            .collect();
+        got.sort();
+        assert_eq!(got, rejects);
+        assert_eq!(batch.received, (good.len() + rejects.len()) as u64);
+        let read = batch.rows.whole().unwrap();
+        let column = |i: usize| read.column(i).as_any();
+        let ids = column(0)
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        let amounts = column(2)
+            .downcast_ref::<arrow::array::Decimal128Array>()
+            .unwrap();
+        let notes = column(3)
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        let lines = column(5)
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        let read: Vec<(String, u64, &str)> = (0..read.num_rows())
+            .map(|r| {
+                (
+                    ids.value(r).to_string(),
+                    lines.value(r) as u64,
+                    notes.value(r),
+                )
+            })
+            .collect();
+        assert_eq!(read, good);
+        assert!(amounts.iter().all(|a| a == Some(150)));
     }
 
     #[test]

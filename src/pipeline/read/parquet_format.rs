@@ -306,9 +306,10 @@ fn typed_from_text(
     rows: usize,
 ) -> Result<(Vec<ArrayRef>, Problems)> {
     let mut typed = TypedRows::new(columns, rows);
-    for row in 0..rows {
-        typed.append(texts.iter().map(|c| c.is_valid(row).then(|| c.value(row))));
-    }
+    typed.append_by_column(rows, |row, c| {
+        let text = &texts[c];
+        text.is_valid(row).then(|| text.value(row))
+    });
     typed.finish()
 }
 

@@ -69,42 +69,44 @@ impl ColumnBuilder {
         }
     }
 
-    /// Appends `text` typed; `false` (with a null appended) when it does not read.
-    pub(super) fn append(&mut self, text: &str) -> bool {
+    /// Appends `values` typed, `None` as a null; calls `unread` with the
+    /// index (among `values`) and text of each value that does not read
+    /// (a null is appended for it). One loop per column type: the type is
+    /// matched once per column, not once per value.
+    pub(super) fn append_values<'v>(
+        &mut self,
+        values: impl Iterator<Item = Option<&'v str>>,
+        unread: &mut dyn FnMut(usize, &'v str),
+    ) {
         match self {
-            ColumnBuilder::Text(b) => {
-                b.append_value(text);
-                true
-            }
-            ColumnBuilder::Date(b) => append_parsed(b, parse_date(text)),
-            ColumnBuilder::Timestamp(b) => append_parsed(b, parse_timestamp(text)),
-            ColumnBuilder::Int(b) => append_parsed(b, parse_integer(text)),
-            ColumnBuilder::Long(b) => append_parsed(b, parse_integer(text)),
-            ColumnBuilder::Double(b) => append_parsed(b, parse_double(text)),
+            ColumnBuilder::Text(b) => values.for_each(|v| b.append_option(v)),
+            ColumnBuilder::Date(b) => append_typed(b, values, parse_date, unread),
+            ColumnBuilder::Timestamp(b) => append_typed(b, values, parse_timestamp, unread),
+            ColumnBuilder::Int(b) => append_typed(b, values, parse_integer, unread),
+            ColumnBuilder::Long(b) => append_typed(b, values, parse_integer, unread),
+            ColumnBuilder::Double(b) => append_typed(b, values, parse_double, unread),
             ColumnBuilder::Boolean(b) => {
-                let value = parse_boolean(text);
-                b.append_option(value);
-                value.is_some()
+                for (i, value) in values.enumerate() {
+                    let typed = value.map(|text| (parse_boolean(text), text));
+                    b.append_option(typed.and_then(|(v, _)| v));
+                    if let Some((None, text)) = typed {
+                        unread(i, text);
+                    }
+                }
             }
             ColumnBuilder::Decimal {
                 builder,
                 precision,
                 scale,
-            } => append_parsed(builder, parse_decimal(text, *precision, *scale)),
-        }
-    }
-
-    /// Appends a null (an empty field).
-    pub(super) fn append_null(&mut self) {
-        match self {
-            ColumnBuilder::Text(b) => b.append_null(),
-            ColumnBuilder::Date(b) => b.append_null(),
-            ColumnBuilder::Timestamp(b) => b.append_null(),
-            ColumnBuilder::Int(b) => b.append_null(),
-            ColumnBuilder::Long(b) => b.append_null(),
-            ColumnBuilder::Double(b) => b.append_null(),
-            ColumnBuilder::Boolean(b) => b.append_null(),
-            ColumnBuilder::Decimal { builder, .. } => builder.append_null(),
+            } => {
+                let (precision, scale) = (*precision, *scale);
+                append_typed(
+                    builder,
+                    values,
+                    |text| parse_decimal(text, precision, scale),
+                    unread,
+                );
+            }
         }
     }
 
@@ -189,23 +191,32 @@ impl<'c> TypedRows<'c> {
         }
     }
 
-    /// Appends one record: its text per contract column, `None` for a null.
-    pub(super) fn append<'v>(&mut self, values: impl Iterator<Item = Option<&'v str>>) {
-        let mut problem = None;
-        for ((builder, column), value) in self.builders.iter_mut().zip(self.columns).zip(values) {
-            match value {
-                None => builder.append_null(),
-                Some(text) => {
-                    if !builder.append(text) && problem.is_none() {
-                        problem = Some(unreadable_reason(column, text));
-                    }
+    /// Appends `rows` records, column by column: `value(row, column)` is
+    /// the text of contract column `column` in record `row` (0-based among
+    /// these), `None` for a null. A record's problem is that of its first
+    /// column (in the contract's order) whose value does not read.
+    pub(super) fn append_by_column<'v>(
+        &mut self,
+        rows: usize,
+        value: impl Fn(usize, usize) -> Option<&'v str>,
+    ) {
+        let mut problems: Vec<(usize, String)> = Vec::new();
+        let mut has_problem: Vec<bool> = Vec::new();
+        for (c, (builder, column)) in self.builders.iter_mut().zip(self.columns).enumerate() {
+            builder.append_values((0..rows).map(|row| value(row, c)), &mut |row, text| {
+                if has_problem.is_empty() {
+                    has_problem = vec![false; rows];
                 }
-            }
+                if !std::mem::replace(&mut has_problem[row], true) {
+                    problems.push((row, unreadable_reason(column, text)));
+                }
+            });
         }
-        if let Some(problem) = problem {
-            self.problems.push((self.rows, problem));
-        }
-        self.rows += 1;
+        problems.sort_unstable_by_key(|(row, _)| *row);
+        let offset = self.rows;
+        self.problems
+            .extend(problems.into_iter().map(|(row, why)| (row + offset, why)));
+        self.rows += rows;
     }
 
     /// Appends `other`'s rows after these (its values are copied once).
@@ -235,12 +246,25 @@ impl<'c> TypedRows<'c> {
     }
 }
 
-fn append_parsed<T: arrow::datatypes::ArrowPrimitiveType>(
+/// Appends `values` parsed by `parse` to `builder` (see
+/// [`ColumnBuilder::append_values`]).
+fn append_typed<'v, T: arrow::datatypes::ArrowPrimitiveType>(
     builder: &mut arrow::array::PrimitiveBuilder<T>,
-    value: Option<T::Native>,
-) -> bool {
-    builder.append_option(value);
-    value.is_some()
+    values: impl Iterator<Item = Option<&'v str>>,
+    parse: impl Fn(&str) -> Option<T::Native>,
+    unread: &mut dyn FnMut(usize, &'v str),
+) {
+    for (i, value) in values.enumerate() {
+        let Some(text) = value else {
+            builder.append_null();
+            continue;
+        };
+        let typed = parse(text);
+        builder.append_option(typed);
+        if typed.is_none() {
+            unread(i, text);
+        }
+    }
 }
 
 /// Why a value could not be typed; the value of a sensitive column is not repeated.
