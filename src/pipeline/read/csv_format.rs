@@ -45,8 +45,8 @@ impl Pieces {
     }
 }
 
-/// Reads one CSV file into typed columns, handing `chunk` the rows of a
-/// few pieces at a time (the first chunk carries the file's drift).
+/// Reads one CSV file into typed columns, handing `chunk` the rows of one
+/// piece at a time (the first chunk carries the file's drift).
 pub(super) fn read(
     contract: &Contract,
     file: &DropFile,
@@ -88,7 +88,7 @@ fn read_in_pieces(
     let (cuts, lines) = cuts(&bytes, body_start, pieces, &release);
     // The next chunk is parsed while the caller takes this one (spreading
     // it over a drop's buckets, say).
-    let parse = |give: &mut dyn FnMut((TypedTable, Range<usize>)) -> bool| {
+    let parse = |give: &mut dyn FnMut((Vec<TypedTable>, Range<usize>)) -> bool| {
         let mut next = Some(0);
         while let Some(first) = next {
             let round = first..(first + pieces.lanes).min(cuts.len());
@@ -98,46 +98,39 @@ fn read_in_pieces(
                 })?;
             let (chain, after) = trusted_pieces(first, read);
             next = after;
-            let table = typed_table(&file.name, &bytes, chain, std::mem::take(&mut drift))?;
-            tracing::debug!(file = %file.name, rows = table.lines.len(), "parsed a chunk");
-            if !give((table, cuts[first]..next.map_or(bytes.len(), |n| cuts[n]))) {
+            let tables = chain
+                .into_iter()
+                .map(|piece| typed_table(&file.name, &bytes, piece, std::mem::take(&mut drift)))
+                .collect::<Result<Vec<_>>>()?;
+            tracing::debug!(file = %file.name, pieces = tables.len(), "parsed a chunk");
+            if !give((tables, cuts[first]..next.map_or(bytes.len(), |n| cuts[n]))) {
                 break;
             }
         }
         Ok(())
     };
-    one_ahead("read: the parsing thread", parse, |(table, parsed)| {
-        chunk(table)?;
+    one_ahead("read: the parsing thread", parse, |(tables, parsed)| {
+        tables.into_iter().try_for_each(&mut *chunk)?;
         release(parsed);
         Ok(())
     })
 }
 
-/// The pieces of one chain, as one table of typed rows.
+/// One piece, as a table of typed rows (the file's drift given to its first).
 fn typed_table(
     file: &str,
     bytes: &bytes::Bytes,
-    chain: Vec<Piece<'_>>,
+    piece: Piece<'_>,
     drift: SchemaDrift,
 ) -> Result<TypedTable> {
-    let mut chain = chain.into_iter();
-    let mut whole = chain
-        .next()
-        .ok_or_else(|| Error::Internal("read: no piece was read".to_string()))?;
-    for piece in chain {
-        whole.typed.append_rows(piece.typed)?;
-        whole.lines.extend(piece.lines);
-        whole.rejects.extend(piece.rejects);
-        whole.spans.extend(piece.spans);
-    }
-    let (columns, problems) = whole.typed.finish()?;
+    let (columns, problems) = piece.typed.finish()?;
     Ok(TypedTable {
         file: file.to_string(),
         columns,
-        lines: whole.lines,
+        lines: piece.lines,
         problems,
-        raws: RawText::Spans(bytes.clone(), whole.spans),
-        rejects: whole.rejects,
+        raws: RawText::Spans(bytes.clone(), piece.spans),
+        rejects: piece.rejects,
         drift,
     })
 }
@@ -239,14 +232,12 @@ impl<'a> Layout<'a> {
     fn read_piece(&self, (start, line): (usize, u64), later: &[usize]) -> Result<Piece<'a>> {
         let bytes = self.bytes;
         let guess_end = later.first().copied().unwrap_or(bytes.len());
+        let rows = count(&bytes[start..guess_end], b'\n');
         let mut piece = Piece {
             stopped_at: None,
-            typed: TypedRows::new(
-                &self.contract.columns,
-                count(&bytes[start..guess_end], b'\n'),
-            ),
-            lines: Vec::new(),
-            spans: Vec::new(),
+            typed: TypedRows::new(&self.contract.columns, rows),
+            lines: Vec::with_capacity(rows),
+            spans: Vec::with_capacity(rows),
             rejects: Vec::new(),
         };
         let mut records = Records::new(self.fields);
@@ -781,7 +772,7 @@ pub(super) mod tests {
     }
 
     /// Reads `text` whole and in up to `pieces` pieces of at least
-    /// `min_bytes`, `lanes` at a time, each round a chunk.
+    /// `min_bytes`, `lanes` at a time, each piece a chunk.
     pub(super) fn whole_and_in_pieces(
         text: &[u8],
         (pieces, min_bytes, lanes): (usize, usize, usize),

@@ -50,7 +50,7 @@ impl ColumnBuilder {
     pub(super) fn new(column_type: ColumnType, capacity: usize) -> ColumnBuilder {
         match column_type {
             ColumnType::String => {
-                ColumnBuilder::Text(StringBuilder::with_capacity(capacity, capacity * 8))
+                ColumnBuilder::Text(StringBuilder::with_capacity(capacity, capacity * 16))
             }
             ColumnType::Date => ColumnBuilder::Date(Date32Builder::with_capacity(capacity)),
             ColumnType::Timestamp => ColumnBuilder::Timestamp(
@@ -108,37 +108,6 @@ impl ColumnBuilder {
                 );
             }
         }
-    }
-
-    /// Appends the values of `other`, a builder of the same type.
-    fn append_builder(&mut self, other: ColumnBuilder) -> Result<()> {
-        match (self, other) {
-            (ColumnBuilder::Text(b), ColumnBuilder::Text(mut o)) => b
-                .append_array(&o.finish())
-                .map_err(Error::arrow(Stage::Read))?,
-            (ColumnBuilder::Date(b), ColumnBuilder::Date(mut o)) => b.append_array(&o.finish()),
-            (ColumnBuilder::Timestamp(b), ColumnBuilder::Timestamp(mut o)) => {
-                b.append_array(&o.finish())
-            }
-            (ColumnBuilder::Int(b), ColumnBuilder::Int(mut o)) => b.append_array(&o.finish()),
-            (ColumnBuilder::Long(b), ColumnBuilder::Long(mut o)) => b.append_array(&o.finish()),
-            (ColumnBuilder::Double(b), ColumnBuilder::Double(mut o)) => b.append_array(&o.finish()),
-            (ColumnBuilder::Boolean(b), ColumnBuilder::Boolean(mut o)) => {
-                b.append_array(&o.finish())
-            }
-            (
-                ColumnBuilder::Decimal { builder, .. },
-                ColumnBuilder::Decimal {
-                    builder: mut other, ..
-                },
-            ) => builder.append_array(&other.finish()),
-            _ => {
-                return Err(Error::Internal(
-                    "read: pieces of one column typed differently".to_string(),
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// The finished column.
@@ -217,22 +186,6 @@ impl<'c> TypedRows<'c> {
         self.problems
             .extend(problems.into_iter().map(|(row, why)| (row + offset, why)));
         self.rows += rows;
-    }
-
-    /// Appends `other`'s rows after these (its values are copied once).
-    pub(super) fn append_rows(&mut self, other: TypedRows<'_>) -> Result<()> {
-        for (mine, theirs) in self.builders.iter_mut().zip(other.builders) {
-            mine.append_builder(theirs)?;
-        }
-        let offset = self.rows;
-        self.problems.extend(
-            other
-                .problems
-                .into_iter()
-                .map(|(row, problem)| (row + offset, problem)),
-        );
-        self.rows += other.rows;
-        Ok(())
     }
 
     /// The typed columns and the rows (numbered from 0) that had a problem.
