@@ -32,13 +32,13 @@ struct Pieces {
 }
 
 impl Pieces {
-    /// Pieces of at least 16 MiB (so that a chunk of typed rows stays
+    /// Pieces of at least 16 MiB (so that a round of typed pieces stays
     /// small whatever the file's size), read one per core at once.
     fn per_core() -> Pieces {
         Pieces {
             most: usize::MAX,
             min_bytes: 16 << 20,
-            // At most 8 at once: a chunk stays within 256 MiB of text
+            // At most 8 at once: a round stays within 256 MiB of text
             // whatever the machine's cores.
             lanes: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
         }
@@ -86,8 +86,8 @@ fn read_in_pieces(
     let release =
         |range: std::ops::Range<usize>| file.release(range.start + skipped..range.end + skipped);
     let (cuts, lines) = cuts(&bytes, body_start, pieces, &release);
-    // The next chunk is parsed while the caller takes this one (spreading
-    // it over a drop's buckets, say).
+    // The next round of pieces is parsed while the caller takes this one's
+    // (spreading them over a drop's buckets, say).
     let parse = |give: &mut dyn FnMut((Vec<TypedTable>, Range<usize>)) -> bool| {
         let mut next = Some(0);
         while let Some(first) = next {
@@ -102,7 +102,7 @@ fn read_in_pieces(
                 .into_iter()
                 .map(|piece| typed_table(&file.name, &bytes, piece, std::mem::take(&mut drift)))
                 .collect::<Result<Vec<_>>>()?;
-            tracing::debug!(file = %file.name, pieces = tables.len(), "parsed a chunk");
+            tracing::debug!(file = %file.name, pieces = tables.len(), "parsed a round of pieces");
             if !give((tables, cuts[first]..next.map_or(bytes.len(), |n| cuts[n]))) {
                 break;
             }
@@ -343,7 +343,9 @@ impl Records {
         &self.ends[self.last.1..self.ends_used]
     }
 
-    /// A line with nothing on it (such as trailing blank lines) is not a record.
+    /// A record of one empty field. `csv_core` skips empty lines itself, so
+    /// this is a line holding only `""`: skipped, as before this decoder (a
+    /// known gap: such a line is not counted in `received`).
     fn last_is_blank(&self) -> bool {
         self.last_ends() == [self.last.0]
     }
@@ -558,7 +560,7 @@ fn rejects_for(file: &str, line: u64, raw: String, reason: String) -> Vec<ParseR
         .collect()
 }
 
-/// With `\r\n` line ends the csv crate starts a record at the `\n` that ends
+/// With `\r\n` line ends `csv_core` starts a record at the `\n` that ends
 /// the previous one: move past it to the record's first byte.
 fn skip_line_ends(bytes: &[u8], start: u64) -> u64 {
     let from = usize::try_from(start)

@@ -1,8 +1,9 @@
-//! Typing: one text value at a time into its contract column's Arrow builder,
-//! each value read as `config/values.rs` defines (stricter than Arrow's casts:
-//! dates `YYYY-MM-DD`, integers an optional sign and plain digits, decimals at
-//! most `scale` places and `precision` digits). A value that does not read is
-//! null in the column and a problem of its row.
+//! Typing: text values into their contract columns' Arrow builders, a
+//! column at a time (its type matched once for the column), each value read
+//! as `config/values.rs` defines (stricter than Arrow's casts: dates
+//! `YYYY-MM-DD`, integers an optional sign and plain digits, decimals at most
+//! `scale` places and `precision` digits). A value that does not read is null
+//! in the column and a problem of its row.
 
 use std::sync::Arc;
 
@@ -137,8 +138,9 @@ impl ColumnBuilder {
 /// Rows (numbered from 0) whose value did not read, each with why.
 pub(super) type Problems = Vec<(usize, String)>;
 
-/// One file's rows being typed, one builder per contract column, with the
-/// first problem of each row whose value did not read.
+/// One CSV piece's (or Parquet chunk's) rows being typed, one builder per
+/// contract column, with the first problem of each row whose value did not
+/// read.
 pub(super) struct TypedRows<'c> {
     columns: &'c [Column],
     builders: Vec<ColumnBuilder>,
