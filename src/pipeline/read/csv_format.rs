@@ -258,10 +258,6 @@ impl<'a> Layout<'a> {
                 records.drop_last();
                 break;
             }
-            if records.last_is_blank() {
-                records.drop_last();
-                continue;
-            }
             let skipped = &bytes[from..usize::try_from(record_start).unwrap_or(bytes.len())];
             let line = line + decoded.lines_before + count(skipped, b'\n') as u64;
             match records.check_last() {
@@ -341,13 +337,6 @@ impl Records {
     /// The last decoded record's field ends.
     fn last_ends(&self) -> &[usize] {
         &self.ends[self.last.1..self.ends_used]
-    }
-
-    /// A record of one empty field. `csv_core` skips empty lines itself, so
-    /// this is a line holding only `""`: skipped, as before this decoder (a
-    /// known gap: such a line is not counted in `received`).
-    fn last_is_blank(&self) -> bool {
-        self.last_ends() == [self.last.0]
     }
 
     /// Whether the last decoded record has the header's number of fields,
@@ -687,19 +676,14 @@ pub(super) mod tests {
         assert_eq!(got, rejects);
         assert_eq!(batch.received, (good.len() + rejects.len()) as u64);
         let read = batch.rows.whole().unwrap();
-        let column = |i: usize| read.column(i).as_any();
-        let ids = column(0)
-            .downcast_ref::<arrow::array::StringArray>()
-            .unwrap();
-        let amounts = column(2)
-            .downcast_ref::<arrow::array::Decimal128Array>()
-            .unwrap();
-        let notes = column(3)
-            .downcast_ref::<arrow::array::StringArray>()
-            .unwrap();
-        let lines = column(5)
-            .downcast_ref::<arrow::array::Int64Array>()
-            .unwrap();
+        use arrow::array::AsArray;
+        use arrow::datatypes::{Decimal128Type, Int64Type};
+        let (ids, notes) = (
+            read.column(0).as_string::<i32>(),
+            read.column(3).as_string::<i32>(),
+        );
+        let amounts = read.column(2).as_primitive::<Decimal128Type>();
+        let lines = read.column(5).as_primitive::<Int64Type>();
         let read: Vec<(String, u64, &str)> = (0..read.num_rows())
             .map(|r| {
                 (
@@ -711,6 +695,19 @@ pub(super) mod tests {
             .collect();
         assert_eq!(read, good);
         assert!(amounts.iter().all(|a| a == Some(150)));
+    }
+
+    #[test]
+    fn a_line_of_only_an_empty_quoted_field_is_a_reject_not_skipped() {
+        let csv = "id,day,amount\nA,2026-01-31,1\n\"\"\n\nB,2026-01-31,2\n";
+        let batch = read_drop(&contract(), &[file("e.csv", csv.as_bytes())]).unwrap();
+        assert_eq!((batch.received, batch.rows.num_rows()), (3, 2));
+        let rejects = batch.rejects();
+        let got: Vec<(u64, &str, &str)> = rejects
+            .iter()
+            .map(|r| (r.line, r.raw.as_str(), r.reason.as_str()))
+            .collect();
+        assert_eq!(got, vec![(3, "\"\"", "expected 3 fields, found 1")]);
     }
 
     #[test]

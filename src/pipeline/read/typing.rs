@@ -81,19 +81,23 @@ impl ColumnBuilder {
     ) {
         match self {
             ColumnBuilder::Text(b) => values.for_each(|v| b.append_option(v)),
-            ColumnBuilder::Date(b) => append_typed(b, values, parse_date, unread),
-            ColumnBuilder::Timestamp(b) => append_typed(b, values, parse_timestamp, unread),
-            ColumnBuilder::Int(b) => append_typed(b, values, parse_integer, unread),
-            ColumnBuilder::Long(b) => append_typed(b, values, parse_integer, unread),
-            ColumnBuilder::Double(b) => append_typed(b, values, parse_double, unread),
+            ColumnBuilder::Date(b) => {
+                append_typed(values, parse_date, |v| b.append_option(v), unread)
+            }
+            ColumnBuilder::Timestamp(b) => {
+                append_typed(values, parse_timestamp, |v| b.append_option(v), unread)
+            }
+            ColumnBuilder::Int(b) => {
+                append_typed(values, parse_integer, |v| b.append_option(v), unread)
+            }
+            ColumnBuilder::Long(b) => {
+                append_typed(values, parse_integer, |v| b.append_option(v), unread)
+            }
+            ColumnBuilder::Double(b) => {
+                append_typed(values, parse_double, |v| b.append_option(v), unread)
+            }
             ColumnBuilder::Boolean(b) => {
-                for (i, value) in values.enumerate() {
-                    let typed = value.map(|text| (parse_boolean(text), text));
-                    b.append_option(typed.and_then(|(v, _)| v));
-                    if let Some((None, text)) = typed {
-                        unread(i, text);
-                    }
-                }
+                append_typed(values, parse_boolean, |v| b.append_option(v), unread);
             }
             ColumnBuilder::Decimal {
                 builder,
@@ -102,9 +106,9 @@ impl ColumnBuilder {
             } => {
                 let (precision, scale) = (*precision, *scale);
                 append_typed(
-                    builder,
                     values,
                     |text| parse_decimal(text, precision, scale),
+                    |v| builder.append_option(v),
                     unread,
                 );
             }
@@ -201,22 +205,24 @@ impl<'c> TypedRows<'c> {
     }
 }
 
-/// Appends `values` parsed by `parse` to `builder` (see
+/// Hands `push` each of `values` parsed by `parse`, `None` for a null or a
+/// value that does not read (see
 /// [`ColumnBuilder::append_values`]).
-fn append_typed<'v, T: arrow::datatypes::ArrowPrimitiveType>(
-    builder: &mut arrow::array::PrimitiveBuilder<T>,
+fn append_typed<'v, T>(
     values: impl Iterator<Item = Option<&'v str>>,
-    parse: impl Fn(&str) -> Option<T::Native>,
+    parse: impl Fn(&str) -> Option<T>,
+    mut push: impl FnMut(Option<T>),
     unread: &mut dyn FnMut(usize, &'v str),
 ) {
     for (i, value) in values.enumerate() {
         let Some(text) = value else {
-            builder.append_null();
+            push(None);
             continue;
         };
         let typed = parse(text);
-        builder.append_option(typed);
-        if typed.is_none() {
+        let read = typed.is_some();
+        push(typed);
+        if !read {
             unread(i, text);
         }
     }
