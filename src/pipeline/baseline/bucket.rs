@@ -15,6 +15,7 @@ use futures::TryStreamExt;
 use super::key_columns;
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
+use crate::core::parallel::concat_batches;
 use crate::core::spill::{Spill, SpillDir};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
@@ -90,10 +91,7 @@ impl<'a> SpilledHistory<'a> {
         let batches = spread.spills[bucket].read()?;
         let rows = match batches.first() {
             None => None,
-            Some(first) => Some(
-                arrow::compute::concat_batches(&first.schema(), &batches)
-                    .map_err(Error::arrow(Stage::Baseline))?,
-            ),
+            Some(first) => Some(concat_batches(&first.schema(), &batches, Stage::Baseline)?),
         };
         Ok(rows)
     }

@@ -38,6 +38,7 @@ use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::plan::Reference;
 use crate::config::rules::{Rule, Scope, Severity};
+use crate::core::parallel::concat_batches;
 use crate::core::sql::quote;
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
@@ -199,8 +200,7 @@ pub fn in_drop_order(rows: RecordBatch, outcomes: &[RecordBatch]) -> Result<Vec<
             n => Err(missing(&format!("{n} rows without outcomes"))),
         };
     };
-    let outcomes = arrow::compute::concat_batches(&first.schema(), outcomes)
-        .map_err(Error::arrow(Stage::Evaluate))?;
+    let outcomes = concat_batches(&first.schema(), outcomes, Stage::Evaluate)?;
     let positions = outcomes
         .column_by_name(ROW)
         .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
@@ -321,10 +321,15 @@ impl OutcomeCounts {
 /// Rows per outcome of one outcome column, in [`Outcome::ALL`]'s order;
 /// an unknown code is a bug, named.
 fn tally(column: &Int8Array) -> Result<[u64; 4]> {
-    let mut rows = [0u64; 4];
+    // Every code counted first, checked after: one add per row.
+    let mut by_code = [0u64; 256];
     for code in column.values() {
-        let outcome = Outcome::from_code(i64::from(*code))?;
-        rows[outcome as usize] += 1;
+        by_code[usize::from(*code as u8)] += 1;
+    }
+    let mut rows = [0u64; 4];
+    for (byte, count) in by_code.into_iter().enumerate().filter(|(_, n)| *n > 0) {
+        let outcome = Outcome::from_code(i64::from(byte as u8 as i8))?;
+        rows[outcome as usize] += count;
     }
     Ok(rows)
 }
@@ -790,6 +795,30 @@ mod tests {
         }
         assert!(Outcome::from_code(9).is_err());
         assert!(Outcome::from_code(-1).is_err());
+    }
+
+    #[test]
+    fn a_tally_counts_each_outcome_and_names_an_unknown_code() {
+        let codes =
+            |outcomes: &[Outcome]| -> Vec<i8> { outcomes.iter().map(|o| o.code() as i8).collect() };
+        let (fail, pass, skipped, na) = (
+            Outcome::Fail,
+            Outcome::Pass,
+            Outcome::Skipped,
+            Outcome::NotApplicable,
+        );
+        let column = Int8Array::from(codes(&[pass, fail, pass, na, pass, skipped, na]));
+        let mut expected = [0u64; 4];
+        for (outcome, rows) in [(fail, 1), (pass, 3), (skipped, 1), (na, 2)] {
+            expected[outcome as usize] = rows;
+        }
+        assert_eq!(tally(&column).unwrap(), expected);
+        assert_eq!(tally(&Int8Array::from(Vec::<i8>::new())).unwrap(), [0; 4]);
+        for bad in [-1i8, 4, 127, -128] {
+            let column = Int8Array::from(vec![1, bad, 1]);
+            let error = tally(&column).unwrap_err().to_string();
+            assert!(error.contains(&format!("code {bad}")), "{error}");
+        }
     }
 
     /// Outcome rows with positions `rows` and outcome `codes`, in two batches.

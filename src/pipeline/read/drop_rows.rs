@@ -17,6 +17,7 @@ use super::ParseReject;
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
+use crate::core::parallel::concat_batches;
 use crate::core::spill::{BucketWriters, Spill, SpillDir, SpillWriter};
 use crate::error::{Error, Result};
 use crate::pipeline::summary::ColumnNulls;
@@ -122,8 +123,7 @@ impl DropRows {
             Held::Whole(rows) => Ok(rows.clone()),
             Held::Spilled(spills) => {
                 let parts = spills[bucket].read()?;
-                arrow::compute::concat_batches(&self.schema, &parts)
-                    .map_err(Error::arrow(Stage::Read))
+                concat_batches(&self.schema, &parts, Stage::Read)
             }
         }
     }
@@ -136,8 +136,7 @@ impl DropRows {
                 let parts = (0..self.buckets.count())
                     .map(|b| self.bucket(b))
                     .collect::<Result<Vec<_>>>()?;
-                arrow::compute::concat_batches(&self.schema, &parts)
-                    .map_err(Error::arrow(Stage::Read))
+                concat_batches(&self.schema, &parts, Stage::Read)
             }
         }
     }
@@ -213,10 +212,11 @@ impl DropRowsWriter {
         let held = match self.buckets.count() {
             1 => {
                 let parts = spills.first().map(Spill::read).transpose()?;
-                Held::Whole(
-                    arrow::compute::concat_batches(&self.schema, &parts.unwrap_or_default())
-                        .map_err(Error::arrow(Stage::Read))?,
-                )
+                Held::Whole(concat_batches(
+                    &self.schema,
+                    &parts.unwrap_or_default(),
+                    Stage::Read,
+                )?)
             }
             _ => Held::Spilled(spills),
         };
