@@ -454,18 +454,6 @@ impl Buckets {
             stage,
         })
     }
-
-    /// The rows of `batch` in each bucket (by key `columns`, of `batch`),
-    /// in their order; `batch` itself when there is one bucket.
-    pub(crate) fn split(
-        &self,
-        batch: &RecordBatch,
-        columns: &[ArrayRef],
-        stage: Stage,
-    ) -> Result<Vec<RecordBatch>> {
-        let layout = self.layout(columns, stage)?;
-        (0..self.count).map(|b| layout.bucket(batch, b)).collect()
-    }
 }
 
 /// Which rows of a batch each bucket holds.
@@ -681,7 +669,8 @@ mod tests {
         assert_eq!(of_numbers, buckets.of_rows(&text, Stage::Baseline).unwrap());
         assert!((0..7).all(|b| of_numbers.contains(&b)), "{of_numbers:?}");
         let batch = RecordBatch::try_from_iter([("k", numbers[0].clone())]).unwrap();
-        let parts = buckets.split(&batch, &numbers, Stage::Baseline).unwrap();
+        let layout = buckets.layout(&numbers, Stage::Baseline).unwrap();
+        let parts: Vec<RecordBatch> = (0..7).map(|b| layout.bucket(&batch, b).unwrap()).collect();
         let mut seen: Vec<i64> = parts
             .iter()
             .flat_map(|p| {

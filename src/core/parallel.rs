@@ -57,6 +57,35 @@ pub(crate) fn over_row_ranges<R: Send>(
     Ok(done.into_iter().flatten().collect())
 }
 
+/// `work` applied to each of `items` with its position, the items split
+/// into one contiguous share per core, each share on a thread of its own,
+/// when the work is over at least [`PARALLEL_ROWS`] `rows` (else, or with
+/// one share, all on the calling thread): the first error is the result.
+pub(crate) fn each_mut_in_lanes<T: Send>(
+    what: &str,
+    rows: usize,
+    items: &mut [T],
+    work: impl Fn(usize, &mut T) -> Result<()> + Sync,
+) -> Result<()> {
+    let share = items.len().div_ceil(lanes()).max(1);
+    if rows < PARALLEL_ROWS || items.len() <= share {
+        return items
+            .iter_mut()
+            .enumerate()
+            .try_for_each(|(i, item)| work(i, item));
+    }
+    let shares: Vec<(usize, &mut [T])> = items
+        .chunks_mut(share)
+        .enumerate()
+        .map(|(s, items)| (s * share, items))
+        .collect();
+    in_parallel(what, shares, |(first, share)| {
+        let mut items = share.iter_mut().enumerate();
+        items.try_for_each(|(i, item)| work(first + i, item))
+    })?;
+    Ok(())
+}
+
 /// `batches` (each of `schema`) as one batch, as arrow's `concat_batches`
 /// makes it, with the columns shared out over one thread per core (by
 /// size, largest first, each to the least loaded share) once the batches
@@ -285,6 +314,32 @@ mod tests {
                 over_row_ranges("a test thread", rows, |range| Ok(range.collect())).unwrap();
             assert_eq!(numbered, (0..rows).collect::<Vec<_>>(), "{rows} rows");
         }
+    }
+
+    #[test]
+    fn items_worked_on_in_lanes_each_get_their_own_position_once() {
+        for (rows, count) in [
+            (10, 9),
+            (PARALLEL_ROWS, 1),
+            (PARALLEL_ROWS, 7),
+            (PARALLEL_ROWS, 256),
+        ] {
+            let mut items: Vec<Vec<usize>> = vec![Vec::new(); count];
+            each_mut_in_lanes("a test thread", rows, &mut items, |i, item| {
+                item.push(i);
+                Ok(())
+            })
+            .unwrap();
+            let expected: Vec<Vec<usize>> = (0..count).map(|i| vec![i]).collect();
+            assert_eq!(items, expected, "{count} items, {rows} rows");
+        }
+        let mut items = vec![0u32; 20];
+        let failed =
+            each_mut_in_lanes("a test thread", PARALLEL_ROWS, &mut items, |i, _| match i {
+                17 => Err(Error::Internal("seventeen".to_string())),
+                _ => Ok(()),
+            });
+        assert!(failed.unwrap_err().to_string().contains("seventeen"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::core::keys::Buckets;
 use crate::core::merge::Batches;
+use crate::core::parallel::each_mut_in_lanes;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -175,13 +176,18 @@ impl BucketWriters {
         keys: &[ArrayRef],
         stage: Stage,
     ) -> Result<()> {
-        let parts = self.buckets.split(batch, keys, stage)?;
-        for (writer, part) in self.writers.iter_mut().zip(&parts) {
-            if part.num_rows() > 0 {
-                writer.write(part)?;
+        let layout = self.buckets.layout(keys, stage)?;
+        // Each bucket's rows taken and written (encoded, compressed) by the
+        // thread of its share of the buckets.
+        let what = format!("{stage}: a spill writing thread");
+        let rows = batch.num_rows();
+        each_mut_in_lanes(&what, rows, &mut self.writers, |bucket, writer| {
+            let part = layout.bucket(batch, bucket)?;
+            match part.num_rows() {
+                0 => Ok(()),
+                _ => writer.write(&part),
             }
-        }
-        Ok(())
+        })
     }
 
     /// Every bucket's spill, in bucket order.
@@ -409,6 +415,61 @@ mod tests {
             values
         };
         assert_eq!(rows(&back), rows(&pieces));
+    }
+
+    #[test]
+    fn large_pieces_spread_over_threads_keep_each_row_once_in_its_bucket_in_order() {
+        let rows = 40_000i64;
+        let piece = |from: i64| {
+            let values = from..from + rows;
+            RecordBatch::try_from_iter([
+                (
+                    "key",
+                    Arc::new(StringArray::from_iter_values(
+                        values.clone().map(|v| format!("e{}", v % 9_999)),
+                    )) as ArrayRef,
+                ),
+                (
+                    "v",
+                    Arc::new(Int64Array::from_iter_values(values)) as ArrayRef,
+                ),
+            ])
+            .unwrap()
+        };
+        let pieces = [piece(0), piece(rows), piece(2 * rows)];
+        let dir = SpillDir::new(true, budget(1 << 30)).unwrap();
+        let buckets = Buckets::new(5);
+        let mut writers = dir
+            .bucket_writers((None, "l"), &buckets, &pieces[0].schema())
+            .unwrap();
+        for piece in &pieces {
+            writers
+                .add(piece, &[piece.column(0).clone()], Stage::Read)
+                .unwrap();
+        }
+        let mut seen = Vec::new();
+        for (bucket, spill) in writers.finish().unwrap().into_iter().enumerate() {
+            let batches = spill.read().unwrap();
+            let mut values = Vec::new();
+            for batch in &batches {
+                let keys = [batch.column(0).clone()];
+                let of_rows = buckets.of_rows(&keys, Stage::Read).unwrap();
+                assert!(
+                    of_rows.iter().all(|b| *b as usize == bucket),
+                    "bucket {bucket}"
+                );
+                let v = batch
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                values.extend(v.values().iter().copied());
+            }
+            assert!(values.is_sorted(), "bucket {bucket}: rows out of order");
+            seen.extend(values);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..3 * rows).collect::<Vec<_>>());
     }
 
     #[test]
