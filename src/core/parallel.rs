@@ -9,14 +9,22 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
-/// How many threads work split by [`each_in_lanes`] takes: one per core.
+/// How many threads work is split over: one per core (asked once).
 fn lanes() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static LANES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LANES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Below this many rows, work over rows stays on the calling thread: a
 /// thread costs more to start than it saves.
 const PARALLEL_ROWS: usize = 32_768;
+
+/// The size of each core's contiguous share of `items` items, when there
+/// is more than one share (`None`: all of them on the calling thread).
+fn share_size(items: usize) -> Option<usize> {
+    let share = items.div_ceil(lanes()).max(1);
+    (items > share).then_some(share)
+}
 
 /// `work` applied to each of `items`, the items split into one contiguous
 /// share per core, each share on a thread of its own (all on the calling
@@ -26,10 +34,9 @@ fn each_in_lanes<T: Sync, R: Send>(
     items: &[T],
     work: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
-    let share = items.len().div_ceil(lanes()).max(1);
-    if items.len() <= share {
+    let Some(share) = share_size(items.len()) else {
         return items.iter().map(&work).collect();
-    }
+    };
     let shares: Vec<&[T]> = items.chunks(share).collect();
     let done = in_parallel(what, shares, |share| {
         share.iter().map(&work).collect::<Result<Vec<R>>>()
@@ -58,28 +65,30 @@ pub(crate) fn over_row_ranges<R: Send>(
 }
 
 /// `work` applied to each of `items` with its position, the items split
-/// into one contiguous share per core, each share on a thread of its own,
-/// when the work is over at least [`PARALLEL_ROWS`] `rows` (else, or with
-/// one share, all on the calling thread): the first error is the result.
+/// into one contiguous share per core, each share on a thread of its own
+/// named `stage`'s `what`, when the work is over at least
+/// [`PARALLEL_ROWS`] `rows` (else, or with one share, all on the calling
+/// thread). Every share is worked through; the first error is the result.
 pub(crate) fn each_mut_in_lanes<T: Send>(
-    what: &str,
+    (stage, what): (Stage, &str),
     rows: usize,
     items: &mut [T],
     work: impl Fn(usize, &mut T) -> Result<()> + Sync,
 ) -> Result<()> {
-    let share = items.len().div_ceil(lanes()).max(1);
-    if rows < PARALLEL_ROWS || items.len() <= share {
-        return items
-            .iter_mut()
-            .enumerate()
-            .try_for_each(|(i, item)| work(i, item));
-    }
+    let share = match rows < PARALLEL_ROWS {
+        true => None,
+        false => share_size(items.len()),
+    };
+    let Some(share) = share else {
+        let mut items = items.iter_mut().enumerate();
+        return items.try_for_each(|(i, item)| work(i, item));
+    };
     let shares: Vec<(usize, &mut [T])> = items
         .chunks_mut(share)
         .enumerate()
         .map(|(s, items)| (s * share, items))
         .collect();
-    in_parallel(what, shares, |(first, share)| {
+    in_parallel(&format!("{stage}: {what}"), shares, |(first, share)| {
         let mut items = share.iter_mut().enumerate();
         items.try_for_each(|(i, item)| work(first + i, item))
     })?;
@@ -87,10 +96,10 @@ pub(crate) fn each_mut_in_lanes<T: Send>(
 }
 
 /// `batches` (each of `schema`) as one batch, as arrow's `concat_batches`
-/// makes it, with the columns shared out over one thread per core (by
-/// size, largest first, each to the least loaded share) once the batches
-/// hold at least [`PARALLEL_ROWS`] rows: a million rows' columns are a
-/// copy of hundreds of megabytes. `stage` names an arrow error.
+/// makes it, with the columns shared out over one thread per core
+/// ([`shares_by_size`]) once the batches hold at least [`PARALLEL_ROWS`]
+/// rows: a million rows' columns are a copy of hundreds of megabytes.
+/// `stage` names an error.
 pub(crate) fn concat_batches(
     schema: &SchemaRef,
     batches: &[RecordBatch],
@@ -101,6 +110,37 @@ pub(crate) fn concat_batches(
     if batches.len() < 2 || rows < PARALLEL_ROWS || columns < 2 || lanes() < 2 {
         return arrow::compute::concat_batches(schema, batches).map_err(Error::arrow(stage));
     }
+    let concat = |column: usize| -> Result<(usize, ArrayRef)> {
+        let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(column).as_ref()).collect();
+        let whole = arrow::compute::concat(&parts).map_err(Error::arrow(stage))?;
+        Ok((column, whole))
+    };
+    let what = format!("{stage}: a column concatenating thread");
+    let shares = shares_by_size(batches, columns);
+    let done = in_parallel(&what, shares, |share| {
+        share.into_iter().map(concat).collect::<Result<Vec<_>>>()
+    })?;
+    let mut arrays: Vec<Option<ArrayRef>> = vec![None; columns];
+    for (column, array) in done.into_iter().flatten() {
+        arrays[column] = Some(array);
+    }
+    let arrays = arrays
+        .into_iter()
+        .enumerate()
+        .map(|(column, array)| {
+            array.ok_or_else(|| {
+                Error::Internal(format!("{stage}: column {column} was not concatenated"))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(schema.clone(), arrays, &options).map_err(Error::arrow(stage))
+}
+
+/// The positions of the `columns` columns of `batches`, shared out over
+/// one share per core (at most one per column) by their size in bytes:
+/// largest first, each to the share that holds the fewest bytes so far.
+fn shares_by_size(batches: &[RecordBatch], columns: usize) -> Vec<Vec<usize>> {
     let size = |column: usize| -> usize {
         let sizes = batches
             .iter()
@@ -116,21 +156,7 @@ pub(crate) fn concat_batches(
             least.1.push(column);
         }
     }
-    let concat = |column: usize| -> Result<(usize, ArrayRef)> {
-        let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(column).as_ref()).collect();
-        let whole = arrow::compute::concat(&parts).map_err(Error::arrow(stage))?;
-        Ok((column, whole))
-    };
-    let done = in_parallel("concatenating columns", shares, |(_, share)| {
-        share.into_iter().map(concat).collect::<Result<Vec<_>>>()
-    })?;
-    let mut arrays: Vec<Option<ArrayRef>> = vec![None; columns];
-    for (column, array) in done.into_iter().flatten() {
-        arrays[column] = Some(array);
-    }
-    let arrays = arrays.into_iter().flatten().collect();
-    let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    RecordBatch::try_new_with_options(schema.clone(), arrays, &options).map_err(Error::arrow(stage))
+    shares.into_iter().map(|(_, share)| share).collect()
 }
 
 /// `work` applied to each of `items`, each on a thread of its own, the
@@ -325,20 +351,29 @@ mod tests {
             (PARALLEL_ROWS, 256),
         ] {
             let mut items: Vec<Vec<usize>> = vec![Vec::new(); count];
-            each_mut_in_lanes("a test thread", rows, &mut items, |i, item| {
-                item.push(i);
-                Ok(())
-            })
+            each_mut_in_lanes(
+                (Stage::Read, "a test thread"),
+                rows,
+                &mut items,
+                |i, item| {
+                    item.push(i);
+                    Ok(())
+                },
+            )
             .unwrap();
             let expected: Vec<Vec<usize>> = (0..count).map(|i| vec![i]).collect();
             assert_eq!(items, expected, "{count} items, {rows} rows");
         }
         let mut items = vec![0u32; 20];
-        let failed =
-            each_mut_in_lanes("a test thread", PARALLEL_ROWS, &mut items, |i, _| match i {
+        let failed = each_mut_in_lanes(
+            (Stage::Read, "a test thread"),
+            PARALLEL_ROWS,
+            &mut items,
+            |i, _| match i {
                 17 => Err(Error::Internal("seventeen".to_string())),
                 _ => Ok(()),
-            });
+            },
+        );
         assert!(failed.unwrap_err().to_string().contains("seventeen"));
     }
 
@@ -393,6 +428,14 @@ mod tests {
             let arrows = arrow::compute::concat_batches(&schema, &batches).unwrap();
             assert_eq!(ours, arrows, "batches of {sizes:?} rows");
             assert_eq!(ours.num_rows(), sizes.iter().sum::<usize>());
+            if batches.is_empty() {
+                continue;
+            }
+            let shares = shares_by_size(&batches, 5);
+            assert_eq!(shares.len(), lanes().min(5));
+            let mut every: Vec<usize> = shares.concat();
+            every.sort_unstable();
+            assert_eq!(every, [0, 1, 2, 3, 4], "each column in one share");
         }
     }
 

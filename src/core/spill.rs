@@ -169,7 +169,9 @@ pub(crate) struct BucketWriters {
 }
 
 impl BucketWriters {
-    /// Adds the rows of `batch`, whose entity key columns are `keys`.
+    /// Adds the rows of `batch`, whose entity key columns are `keys`: a
+    /// piece of 32,768 rows or more by one thread per core, each with a
+    /// contiguous share of the buckets.
     pub(crate) fn add(
         &mut self,
         batch: &RecordBatch,
@@ -177,11 +179,11 @@ impl BucketWriters {
         stage: Stage,
     ) -> Result<()> {
         let layout = self.buckets.layout(keys, stage)?;
-        // Each bucket's rows taken and written (encoded, compressed) by the
-        // thread of its share of the buckets.
-        let what = format!("{stage}: a spill writing thread");
+        // Each bucket's rows taken, and gathered or written, by the thread
+        // of its share of the buckets.
+        let what = (stage, "a spill writing thread");
         let rows = batch.num_rows();
-        each_mut_in_lanes(&what, rows, &mut self.writers, |bucket, writer| {
+        each_mut_in_lanes(what, rows, &mut self.writers, |bucket, writer| {
             let part = layout.bucket(batch, bucket)?;
             match part.num_rows() {
                 0 => Ok(()),
