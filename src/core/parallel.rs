@@ -26,6 +26,15 @@ fn share_size(items: usize) -> Option<usize> {
     (items > share).then_some(share)
 }
 
+/// [`share_size`] of `items` items, for work over `rows` rows: `None`
+/// (the calling thread) under [`PARALLEL_ROWS`].
+fn share_over_rows(rows: usize, items: usize) -> Option<usize> {
+    match rows < PARALLEL_ROWS {
+        true => None,
+        false => share_size(items),
+    }
+}
+
 /// `work` applied to each of `items`, the items split into one contiguous
 /// share per core, each share on a thread of its own (all on the calling
 /// thread when there is one share); the results in the items' order.
@@ -52,10 +61,9 @@ pub(crate) fn over_row_ranges<R: Send>(
     rows: usize,
     work: impl Fn(Range<usize>) -> Result<Vec<R>> + Sync,
 ) -> Result<Vec<R>> {
-    if rows < PARALLEL_ROWS {
+    let Some(size) = share_over_rows(rows, rows) else {
         return work(0..rows);
-    }
-    let size = rows.div_ceil(lanes()).max(1);
+    };
     let ranges: Vec<Range<usize>> = (0..rows)
         .step_by(size)
         .map(|start| start..(start + size).min(rows))
@@ -75,11 +83,7 @@ pub(crate) fn each_mut_in_lanes<T: Send>(
     items: &mut [T],
     work: impl Fn(usize, &mut T) -> Result<()> + Sync,
 ) -> Result<()> {
-    let share = match rows < PARALLEL_ROWS {
-        true => None,
-        false => share_size(items.len()),
-    };
-    let Some(share) = share else {
+    let Some(share) = share_over_rows(rows, items.len()) else {
         let mut items = items.iter_mut().enumerate();
         return items.try_for_each(|(i, item)| work(i, item));
     };
