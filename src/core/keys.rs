@@ -17,19 +17,95 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use hashbrown::HashTable;
 
-use crate::core::parallel::over_row_ranges;
+use crate::core::parallel::{each_mut_in_lanes, lanes, over_row_ranges};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
 /// Distinct keys, each numbered from 0 in the order first seen.
+///
+/// The keys are split by hash into one part per core, each with its own
+/// table, so that a large insert fills the parts a core each; the numbers
+/// are then given in the order the keys were first seen, across parts.
 pub(crate) struct KeyIndex {
     /// The key columns (as text) of every batch inserted.
     batches: Vec<Vec<StringArray>>,
-    /// Per key: the batch and row it was first seen at, and its hash.
-    keys: Vec<(u32, u32, u64)>,
-    table: HashTable<u32>,
+    parts: Vec<KeyPart>,
+    /// How many distinct keys are indexed.
+    len: usize,
     hasher: ahash::RandomState,
     stage: Stage,
+}
+
+/// The keys of one part of the hash space ([`part_of`]).
+#[derive(Default)]
+struct KeyPart {
+    /// Per key of the part: the batch and row it was first seen at, and
+    /// its hash.
+    keys: Vec<(u32, u32, u64)>,
+    /// The index's number of each key of the part.
+    numbers: Vec<u32>,
+    /// Positions in `keys`, by hash.
+    table: HashTable<u32>,
+}
+
+/// The part of `parts` a key of hash `hash` is in: bits the tables do not
+/// take their slots from (the low ones) or their tags (the top seven).
+fn part_of(hash: u64, parts: usize) -> usize {
+    (hash >> 32) as usize % parts
+}
+
+impl KeyPart {
+    /// The position in the part of the key of each row of `inserted`
+    /// (batch `batch` of `batches`) in the part, in row order, indexing
+    /// the keys not seen before.
+    fn insert(
+        &mut self,
+        (batches, batch): (&[Vec<StringArray>], u32),
+        (hashes, part, parts): (&[u64], usize, usize),
+        stage: Stage,
+    ) -> Result<Vec<u32>> {
+        let inserted = &batches[batch as usize];
+        let (keys, table) = (&mut self.keys, &mut self.table);
+        let mut positions = Vec::with_capacity(hashes.len() / parts + 1);
+        let rows = hashes.iter().enumerate();
+        for (row, hash) in rows.filter(|(_, h)| part_of(**h, parts) == part) {
+            let same = |at: &u32| {
+                let (b, r, _) = keys[*at as usize];
+                same_key(&batches[b as usize], r as usize, inserted, row)
+            };
+            let at = match table.find(*hash, same) {
+                Some(at) => *at,
+                None => {
+                    let at = u32::try_from(keys.len()).map_err(|_| too_many(stage, "keys"))?;
+                    keys.push((batch, row as u32, *hash));
+                    table.insert_unique(*hash, at, |at| keys[*at as usize].2);
+                    at
+                }
+            };
+            positions.push(at);
+        }
+        Ok(positions)
+    }
+
+    /// The index's number of the key of row `row` of `columns` (of hash
+    /// `hash`), if the part holds it.
+    fn find(
+        &self,
+        batches: &[Vec<StringArray>],
+        (hash, columns, row): (u64, &[StringArray], usize),
+    ) -> Option<u32> {
+        let same = |at: &u32| {
+            let (b, r, _) = self.keys[*at as usize];
+            same_key(&batches[b as usize], r as usize, columns, row)
+        };
+        let at = self.table.find(hash, same)?;
+        self.numbers.get(*at as usize).copied()
+    }
+}
+
+/// An index past 4 billion `what`: a bug, named by `stage`.
+fn too_many(stage: Stage, what: &str) -> Error {
+    Error::Internal(format!("{stage}: more than 4 billion {what}"))
 }
 
 impl KeyIndex {
@@ -37,8 +113,8 @@ impl KeyIndex {
     pub(crate) fn new(stage: Stage) -> KeyIndex {
         KeyIndex {
             batches: Vec::new(),
-            keys: Vec::new(),
-            table: HashTable::new(),
+            parts: (0..lanes()).map(|_| KeyPart::default()).collect(),
+            len: 0,
             hasher: ahash::RandomState::new(),
             stage,
         }
@@ -46,39 +122,62 @@ impl KeyIndex {
 
     /// How many distinct keys are indexed.
     pub(crate) fn len(&self) -> usize {
-        self.keys.len()
+        self.len
     }
 
     /// The number of each row's key (rows by position in `columns`), indexing
-    /// the keys not seen before.
+    /// the keys not seen before: the parts filled a core each.
     pub(crate) fn insert(&mut self, columns: &[ArrayRef]) -> Result<Vec<u32>> {
         let text = self.as_text(columns)?;
         let hashes = self.row_hashes_in_lanes(&text)?;
         let stage = self.stage;
-        let too_many = |what: &str| Error::Internal(format!("{stage}: more than 4 billion {what}"));
-        let batch = u32::try_from(self.batches.len()).map_err(|_| too_many("batches"))?;
+        let batch = u32::try_from(self.batches.len()).map_err(|_| too_many(stage, "batches"))?;
         self.batches.push(text);
-        let (batches, keys, table) = (&self.batches, &mut self.keys, &mut self.table);
-        let inserted = &batches[batch as usize];
-        table.reserve(hashes.len(), |id| keys[*id as usize].2);
-        let mut ids = Vec::with_capacity(hashes.len());
-        for (row, hash) in hashes.into_iter().enumerate() {
-            let same = |id: &u32| {
-                let (b, r, _) = keys[*id as usize];
-                same_key(&batches[b as usize], r as usize, inserted, row)
+        let known: Vec<usize> = self.parts.iter().map(|p| p.keys.len()).collect();
+        let parts = self.parts.len();
+        let mut positions = vec![Vec::new(); parts];
+        let mut filled: Vec<(&mut KeyPart, &mut Vec<u32>)> =
+            self.parts.iter_mut().zip(positions.iter_mut()).collect();
+        let batches = &self.batches;
+        each_mut_in_lanes(
+            (stage, "a key indexing thread"),
+            hashes.len(),
+            &mut filled,
+            |part, (keys, positions)| {
+                **positions = keys.insert((batches, batch), (&hashes, part, parts), stage)?;
+                Ok(())
+            },
+        )?;
+        self.number_new_keys(&known)?;
+        // Each row's number, from its part's positions in row order.
+        let mut next = vec![0usize; parts];
+        let numbers = hashes.iter().map(|hash| {
+            let part = part_of(*hash, parts);
+            let at = positions[part][next[part]];
+            next[part] += 1;
+            self.parts[part].numbers[at as usize]
+        });
+        Ok(numbers.collect())
+    }
+
+    /// Numbers the keys the parts gained past `known` (each part's count
+    /// before), in the order they were first seen across parts (each
+    /// part's in that order already).
+    fn number_new_keys(&mut self, known: &[usize]) -> Result<()> {
+        let mut heads = known.to_vec();
+        loop {
+            // The part whose next new key was seen first.
+            let first = (self.parts.iter().zip(&heads).enumerate())
+                .filter_map(|(part, (keys, head))| keys.keys.get(*head).map(|k| (k.0, k.1, part)))
+                .min();
+            let Some((_, _, part)) = first else {
+                return Ok(());
             };
-            let id = match table.find(hash, same) {
-                Some(id) => *id,
-                None => {
-                    let id = u32::try_from(keys.len()).map_err(|_| too_many("keys"))?;
-                    keys.push((batch, row as u32, hash));
-                    table.insert_unique(hash, id, |id| keys[*id as usize].2);
-                    id
-                }
-            };
-            ids.push(id);
+            let number = u32::try_from(self.len).map_err(|_| too_many(self.stage, "keys"))?;
+            self.parts[part].numbers.push(number);
+            heads[part] += 1;
+            self.len += 1;
         }
-        Ok(ids)
     }
 
     /// The number of each row's key, `None` where it is not indexed (a
@@ -86,16 +185,14 @@ impl KeyIndex {
     pub(crate) fn find(&self, columns: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         let text = self.as_text(columns)?;
         let what = format!("{}: a key lookup thread", self.stage);
+        let parts = self.parts.len();
         over_row_ranges(&what, rows_of(&text), |range| {
             let text = sliced(&text, &range);
             let found = self.row_hashes(&text).into_iter().enumerate();
             Ok(found
                 .map(|(row, hash)| {
-                    let same = |id: &u32| {
-                        let (b, r, _) = self.keys[*id as usize];
-                        same_key(&self.batches[b as usize], r as usize, &text, row)
-                    };
-                    self.table.find(hash, same).copied()
+                    let part = &self.parts[part_of(hash, parts)];
+                    part.find(&self.batches, (hash, &text, row))
                 })
                 .collect())
         })
@@ -626,6 +723,46 @@ mod tests {
                 .iter()
                 .enumerate()
                 .all(|(i, id)| *id == Some(i as u32))
+        );
+    }
+
+    #[test]
+    fn keys_indexed_a_part_per_core_are_numbered_in_the_order_first_seen() {
+        // 80,000 rows of 50,000 keys, then 40,000 rows mixing some of them
+        // with new ones; numbered as one pass over the rows would.
+        let first: Vec<String> = (0..80_000)
+            .map(|i| format!("k{}", (i * 7) % 50_000))
+            .collect();
+        let second: Vec<String> = (0..40_000)
+            .map(|i| format!("k{}", (i * 3) % 60_000))
+            .collect();
+        let mut seen = std::collections::HashMap::new();
+        let numbered = |seen: &mut std::collections::HashMap<String, u32>, keys: &[String]| {
+            keys.iter()
+                .map(|key| {
+                    let next = seen.len() as u32;
+                    *seen.entry(key.clone()).or_insert(next)
+                })
+                .collect::<Vec<u32>>()
+        };
+        let expected_first = numbered(&mut seen, &first);
+        let known_first = seen.len();
+        let expected_second = numbered(&mut seen, &second);
+        let column = |keys: &[String]| -> Vec<ArrayRef> {
+            vec![Arc::new(StringArray::from_iter_values(keys))]
+        };
+        let mut index = KeyIndex::new(Stage::Baseline);
+        assert_eq!(index.insert(&column(&first)).unwrap(), expected_first);
+        assert_eq!((index.len(), known_first), (50_000, 50_000));
+        assert_eq!(index.insert(&column(&second)).unwrap(), expected_second);
+        assert_eq!(index.len(), seen.len());
+        assert!(seen.len() > known_first);
+        let found = index.find(&column(&second)).unwrap();
+        let expected: Vec<Option<u32>> = expected_second.into_iter().map(Some).collect();
+        assert_eq!(found, expected);
+        assert_eq!(
+            index.find(&column(&["k60000".to_string()])).unwrap(),
+            [None]
         );
     }
 

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::stage::Stage;
 
 /// How many threads work is split over: one per core (asked once).
-fn lanes() -> usize {
+pub(crate) fn lanes() -> usize {
     static LANES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LANES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

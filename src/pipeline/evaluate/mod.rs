@@ -38,7 +38,7 @@ use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::plan::Reference;
 use crate::config::rules::{Rule, Scope, Severity};
-use crate::core::parallel::concat_batches;
+use crate::core::parallel::{concat_batches, over_row_ranges};
 use crate::core::sql::quote;
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
@@ -84,7 +84,7 @@ impl Outcome {
         usize::try_from(code)
             .ok()
             .and_then(|i| Outcome::ALL.get(i).copied())
-            .ok_or_else(|| Error::Internal(format!("evaluate: unknown rule outcome code {code}")))
+            .ok_or_else(|| unknown_code(code))
     }
 
     /// A human label, as summaries show it.
@@ -96,6 +96,11 @@ impl Outcome {
             Outcome::NotApplicable => "not_applicable",
         }
     }
+}
+
+/// A rule outcome code no outcome has: a bug, named.
+fn unknown_code(code: i64) -> Error {
+    Error::Internal(format!("evaluate: unknown rule outcome code {code}"))
 }
 
 /// Counts for one rule over one run.
@@ -298,23 +303,65 @@ impl OutcomeCounts {
         self.outcomes.iter().any(RuleOutcome::stops_the_run)
     }
 
-    /// Counts one bucket's outcomes, a column at a time.
+    /// Counts one bucket's outcomes, a column at a time, a share of each
+    /// batch's rows per core.
     pub fn count(&mut self, batches: &[RecordBatch]) -> Result<()> {
         for batch in batches {
-            let reader = BatchOutcomes::new(batch, &self.sources)?;
-            for (outcome, column) in self.outcomes.iter_mut().zip(&reader.columns) {
-                if let Some(column) = column {
-                    for (seen, rows) in Outcome::ALL.into_iter().zip(tally(column)?) {
-                        outcome.add(seen, rows);
-                    }
-                }
-            }
-            match reader.periods {
-                Some(periods) => count_periods(periods, &mut self.period_rows),
-                None => *self.period_rows.entry(None).or_default() += batch.num_rows() as u64,
+            let sources = &self.sources;
+            let shares = over_row_ranges(
+                "evaluate: an outcome counting thread",
+                batch.num_rows(),
+                |range| {
+                    let share = batch.slice(range.start, range.len());
+                    Ok(vec![ShareCounts::of(&share, sources)?])
+                },
+            )?;
+            for share in shares {
+                self.add(share);
             }
         }
         Ok(())
+    }
+
+    /// Adds a share of a batch's counts.
+    fn add(&mut self, share: ShareCounts) {
+        for (outcome, tallied) in self.outcomes.iter_mut().zip(share.tallies) {
+            for (seen, rows) in Outcome::ALL.into_iter().zip(tallied.into_iter().flatten()) {
+                outcome.add(seen, rows);
+            }
+        }
+        for (period, rows) in share.period_rows {
+            *self.period_rows.entry(period).or_default() += rows;
+        }
+    }
+}
+
+/// The outcome counts of a share of a batch's rows.
+struct ShareCounts {
+    /// Per rule, in rule order, the rows of each outcome ([`tally`]);
+    /// `None` for an aggregate rule (counted by period).
+    tallies: Vec<Option<[u64; 4]>>,
+    /// Rows per period (`None`: no period).
+    period_rows: BTreeMap<Option<i32>, u64>,
+}
+
+impl ShareCounts {
+    fn of(share: &RecordBatch, sources: &[OutcomeSource]) -> Result<ShareCounts> {
+        let reader = BatchOutcomes::new(share, sources)?;
+        let tallies = (reader.columns.iter())
+            .map(|column| column.map(tally).transpose())
+            .collect::<Result<_>>()?;
+        let mut period_rows = BTreeMap::new();
+        match reader.periods {
+            Some(periods) => count_periods(periods, &mut period_rows),
+            None => {
+                period_rows.insert(None, share.num_rows() as u64);
+            }
+        }
+        Ok(ShareCounts {
+            tallies,
+            period_rows,
+        })
     }
 }
 
@@ -332,6 +379,17 @@ fn tally(column: &Int8Array) -> Result<[u64; 4]> {
         rows[outcome as usize] += count;
     }
     Ok(rows)
+}
+
+/// The codes of an outcome column, once each is checked to be an
+/// outcome's: an unknown code is a bug, named.
+fn known_codes(column: &Int8Array) -> Result<&[i8]> {
+    let codes: &[i8] = column.values();
+    let known = 0..Outcome::ALL.len() as i8;
+    match codes.iter().find(|code| !known.contains(code)) {
+        Some(unknown) => Err(unknown_code(i64::from(*unknown))),
+        None => Ok(codes),
+    }
 }
 
 /// Adds each row of `periods` to its period's count; rows of one period
@@ -454,12 +512,23 @@ impl<'a> Verdicts<'a> {
     }
 
     /// One bucket's rows with their verdicts: own columns + `_dq_errors` +
-    /// `_dq_passed` + `_dq_severity`.
+    /// `_dq_passed` + `_dq_severity`, in the rows' order; a batch's rows
+    /// are judged a share per core, each share a batch of its own.
     pub fn judge(&mut self, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
-        let judged = batches
-            .iter()
-            .map(|batch| self.judge_batch(batch))
-            .collect::<Result<_>>()?;
+        let mut judged = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let shares =
+                over_row_ranges("evaluate: a judging thread", batch.num_rows(), |range| {
+                    Ok(vec![
+                        self.judge_share(&batch.slice(range.start, range.len()))?,
+                    ])
+                })?;
+            for (share, with_baseline) in shares {
+                self.with_baseline += with_baseline;
+                self.without_baseline += (share.num_rows() as u64) - with_baseline;
+                judged.push(share);
+            }
+        }
         tracing::debug!("verdicts built");
         Ok(judged)
     }
@@ -628,8 +697,9 @@ impl<'a> BatchOutcomes<'a> {
         for (column, source) in self.columns.iter().zip(sources) {
             match (source, column) {
                 (OutcomeSource::Column(_), Some(column)) => {
-                    for (fails, code) in failing.iter_mut().zip(column.values()) {
-                        *fails |= Outcome::from_code(i64::from(*code))? == Outcome::Fail;
+                    let fail = Outcome::Fail.code() as i8;
+                    for (fails, code) in failing.iter_mut().zip(known_codes(column)?) {
+                        *fails |= *code == fail;
                     }
                 }
                 (OutcomeSource::Period(index), _) => {
@@ -680,16 +750,15 @@ fn errors_field() -> Field {
 }
 
 impl Verdicts<'_> {
-    /// Builds the verdict columns of one batch.
-    fn judge_batch(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+    /// Builds the verdict columns of a share of a batch's rows; with the
+    /// number of its rows that found a previous state.
+    fn judge_share(&self, batch: &RecordBatch) -> Result<(RecordBatch, u64)> {
         let reader = BatchOutcomes::new(batch, &self.sources)?;
         let has_baseline = batch
             .column_by_name(HAS_BASELINE)
-            .and_then(|c| c.as_any().downcast_ref::<BooleanArray>().cloned())
+            .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
             .ok_or_else(|| Error::Internal("evaluate: _has_baseline is missing".to_string()))?;
-        let with_baseline = has_baseline.values().count_set_bits();
-        self.with_baseline += with_baseline as u64;
-        self.without_baseline += (batch.num_rows() - with_baseline) as u64;
+        let with_baseline = has_baseline.values().count_set_bits() as u64;
         let mut built = VerdictColumns::with_capacity(batch.num_rows());
         let failing = reader.failing_rows(&self.sources, &self.periods)?;
         for (row, fails) in failing.into_iter().enumerate() {
@@ -700,7 +769,8 @@ impl Verdicts<'_> {
         }
         let own: Vec<usize> = (0..reader.kept).collect();
         let own = batch.project(&own).map_err(Error::arrow(Stage::Evaluate))?;
-        with_columns(&own, built.finish(), Stage::Evaluate)
+        let judged = with_columns(&own, built.finish(), Stage::Evaluate)?;
+        Ok((judged, with_baseline))
     }
 
     /// The verdict of a row that fails at least one rule: each rule it
@@ -1016,6 +1086,55 @@ mod tests {
             judged.num_columns(),
             3 + 3,
             "own columns, then the verdicts"
+        );
+    }
+
+    #[test]
+    fn a_large_batch_counted_and_judged_in_shares_per_core_gives_what_small_batches_give() {
+        let rules = [
+            rule("complete", Scope::Row, Severity::Quarantine),
+            rule("volume", Scope::Aggregate, Severity::Quarantine),
+            rule("watch", Scope::Row, Severity::Warn),
+        ];
+        let rules: Vec<&Rule> = rules.iter().collect();
+        let periods = || {
+            PeriodOutcomes::of(vec![
+                (JANUARY, vec![Outcome::Pass]),
+                (FEBRUARY, vec![Outcome::Fail]),
+            ])
+        };
+        // 72,000 rows: over the rows from which work is shared over the cores.
+        let copies = vec![six_rows(); 12_000];
+        let large = arrow::compute::concat_batches(&six_rows().schema(), &copies).unwrap();
+        let judged_as = |batches: &[RecordBatch]| {
+            let mut counts = OutcomeCounts::new(&rules);
+            counts.count(batches).unwrap();
+            let mut verdicts = Verdicts::new(&rules, periods(), counts);
+            let judged = verdicts.judge(batches).unwrap();
+            let whole = arrow::compute::concat_batches(&judged[0].schema(), &judged).unwrap();
+            let tallies: Vec<[u64; 4]> = (verdicts.outcomes.iter())
+                .map(|o| [o.failed, o.passed, o.skipped_no_baseline, o.not_applicable])
+                .collect();
+            let baseline = (verdicts.with_baseline, verdicts.without_baseline);
+            (tallies, baseline, whole)
+        };
+        let (tallies, baseline, whole) = judged_as(std::slice::from_ref(&large));
+        let (small_tallies, small_baseline, small_whole) = judged_as(&copies);
+        assert_eq!(
+            tallies,
+            [
+                [12_000, 48_000, 12_000, 0],
+                [24_000, 36_000, 12_000, 0],
+                [24_000, 36_000, 0, 12_000]
+            ]
+        );
+        assert_eq!((tallies, baseline), (small_tallies, small_baseline));
+        assert_eq!(baseline, (60_000, 12_000));
+        assert_eq!(whole, small_whole);
+        assert_eq!(whole.num_rows(), 72_000);
+        assert_eq!(
+            verdict(&whole, 6 * 11_999 + 5),
+            (vec!["watch".to_string()], true, Some(Severity::Warn.code()))
         );
     }
 
