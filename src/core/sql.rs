@@ -18,7 +18,7 @@ use datafusion::execution::disk_manager::{
 };
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::{StreamExt, TryStreamExt};
 
@@ -241,6 +241,28 @@ pub(crate) async fn logged_stream(
     Ok(Box::pin(RecordBatchStreamAdapter::new(schema, logged)))
 }
 
+/// `stream` read ahead by a task of its own, up to `batches` batches: its
+/// batches are decoded while the reader works on the ones before (the
+/// reader's work and the decoding would otherwise take turns). The task
+/// stops when the stream is dropped.
+pub(crate) fn read_ahead(
+    stream: SendableRecordBatchStream,
+    batches: usize,
+) -> SendableRecordBatchStream {
+    let mut ahead = RecordBatchReceiverStream::builder(stream.schema(), batches.max(1));
+    let sender = ahead.tx();
+    ahead.spawn(async move {
+        let mut stream = stream;
+        while let Some(batch) = stream.next().await {
+            if sender.send(batch).await.is_err() {
+                break;
+            }
+        }
+        Ok(())
+    });
+    ahead.build()
+}
+
 /// Logs what `plan`'s operators spilled past the memory budget, if they
 /// did; how many times they spilled.
 pub(crate) fn log_spills(plan: &dyn ExecutionPlan) -> usize {
@@ -409,6 +431,43 @@ mod tests {
         let guard = tracing::subscriber::set_default(subscriber(log.clone()));
         tracing::callsite::rebuild_interest_cache();
         (anchor, guard)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stream_read_ahead_gives_every_batch_in_order_then_its_error() {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "n",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )]));
+        let of = schema.clone();
+        let batch = move |n: i64| {
+            let column: ArrayRef = Arc::new(Int64Array::from(vec![n, n + 1]));
+            RecordBatch::try_new(of.clone(), vec![column]).unwrap()
+        };
+        let items = (0..20).map(move |n| Ok(batch(n * 2))).chain([Err(
+            datafusion::error::DataFusionError::Execution("the twenty-first batch".to_string()),
+        )]);
+        let stream = RecordBatchStreamAdapter::new(schema.clone(), futures::stream::iter(items));
+        let read: Vec<_> = read_ahead(Box::pin(stream), 3).collect().await;
+        assert_eq!(read.len(), 21);
+        for (n, batch) in read.iter().take(20).enumerate() {
+            let values = batch.as_ref().unwrap().column(0).clone();
+            let values = values.as_any().downcast_ref::<Int64Array>().unwrap();
+            assert_eq!(values.values(), &[n as i64 * 2, n as i64 * 2 + 1]);
+        }
+        let error = read[20].as_ref().unwrap_err().to_string();
+        assert!(error.contains("the twenty-first batch"), "{error}");
+        // A reader that stops early leaves nothing behind.
+        let zeros = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from(vec![0, 1])) as ArrayRef],
+        )
+        .unwrap();
+        let endless = futures::stream::repeat_with(move || Ok(zeros.clone()));
+        let endless = RecordBatchStreamAdapter::new(schema.clone(), endless);
+        let first: Vec<_> = read_ahead(Box::pin(endless), 2).take(5).collect().await;
+        assert_eq!(first.len(), 5);
     }
 
     #[tokio::test]

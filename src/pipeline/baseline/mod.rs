@@ -43,7 +43,7 @@ use crate::config::rules::{Completeness, Metric, Rule, Scope};
 use crate::config::values::UNIX_EPOCH_FROM_CE;
 use crate::core::keys::KeyIndex;
 use crate::core::sql::{
-    QueryMemory, logged_stream, new_session, quote, register_table, sql_string,
+    QueryMemory, logged_stream, new_session, quote, read_ahead, register_table, sql_string,
 };
 use crate::error::{Error, Result};
 use crate::infra::evolve::read_with_current_schema;
@@ -284,6 +284,10 @@ const SLICE_ROWS: usize = 65_536;
 /// The rows of history whose entities are looked up together (the lookup
 /// gives each core a share of them).
 const LOOKED_UP_TOGETHER: usize = 65_536;
+
+/// How many of Silver's batches (of 8,192 rows, DataFusion's default) are
+/// read ahead while a group's keys are looked up: a group's.
+const READ_AHEAD_BATCHES: usize = LOOKED_UP_TOGETHER / 8_192;
 
 fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
     (0..batch.num_rows())
@@ -541,9 +545,7 @@ impl HistoryRead<'_> {
         wanted: impl Fn(u32) -> bool,
     ) -> Result<()> {
         let mut stream: BoxStream<'_, Result<RecordBatch>> = match self.bucket.history {
-            None => self
-                .stream(ctx, range)
-                .await?
+            None => read_ahead(self.stream(ctx, range).await?, READ_AHEAD_BATCHES)
                 .map_err(|e| Error::query(Stage::Baseline)(e))
                 .boxed(),
             Some(spilled) => {
