@@ -3,8 +3,9 @@
 //!
 //! A key is one or more columns compared as text (null equals null). The
 //! index keeps the key columns it was given (shared, not copied) and, per
-//! distinct key, where it was first seen and its hash; the hash table holds
-//! only key numbers, so indexing a million keys makes no allocation per key.
+//! distinct key, where it was first seen and its hash, in one part of the
+//! hash space per core; each part's hash table holds only positions in the
+//! part, so indexing a million keys makes no allocation per key.
 //!
 //! [`Buckets`] splits rows by the same key hash, with fixed seeds.
 
@@ -25,10 +26,11 @@ use crate::stage::Stage;
 ///
 /// The keys are split by hash into one part per core, each with its own
 /// table, so that a large insert fills the parts a core each; the numbers
-/// are then given in the order the keys were first seen, across parts.
+/// follow the order the keys were first seen, across parts.
 pub(crate) struct KeyIndex {
     /// The key columns (as text) of every batch inserted.
     batches: Vec<Vec<StringArray>>,
+    /// The keys, one part of the hash space per core ([`part_of`]).
     parts: Vec<KeyPart>,
     /// How many distinct keys are indexed.
     len: usize,
@@ -55,9 +57,10 @@ fn part_of(hash: u64, parts: usize) -> usize {
 }
 
 impl KeyPart {
-    /// The position in the part of the key of each row of `inserted`
-    /// (batch `batch` of `batches`) in the part, in row order, indexing
-    /// the keys not seen before.
+    /// The position in this part of the key of each row of batch `batch`
+    /// (of `batches`) whose hash falls in part `part` of `parts`, in row
+    /// order; the keys new to the part are added after the known ones, in
+    /// the order first seen.
     fn insert(
         &mut self,
         (batches, batch): (&[Vec<StringArray>], u32),
@@ -66,7 +69,9 @@ impl KeyPart {
     ) -> Result<Vec<u32>> {
         let inserted = &batches[batch as usize];
         let (keys, table) = (&mut self.keys, &mut self.table);
-        let mut positions = Vec::with_capacity(hashes.len() / parts + 1);
+        let expected = hashes.len() / parts + 1;
+        table.reserve(expected, |at| keys[*at as usize].2);
+        let mut positions = Vec::with_capacity(expected);
         let rows = hashes.iter().enumerate();
         for (row, hash) in rows.filter(|(_, h)| part_of(**h, parts) == part) {
             let same = |at: &u32| {
@@ -126,58 +131,75 @@ impl KeyIndex {
     }
 
     /// The number of each row's key (rows by position in `columns`), indexing
-    /// the keys not seen before: the parts filled a core each.
+    /// the keys not seen before: the parts filled a core each. An insert
+    /// that fails leaves the index as it was.
     pub(crate) fn insert(&mut self, columns: &[ArrayRef]) -> Result<Vec<u32>> {
         let text = self.as_text(columns)?;
         let hashes = self.row_hashes_in_lanes(&text)?;
         let stage = self.stage;
         let batch = u32::try_from(self.batches.len()).map_err(|_| too_many(stage, "batches"))?;
+        if u32::try_from(self.len + hashes.len()).is_err() {
+            return Err(too_many(stage, "keys"));
+        }
         self.batches.push(text);
         let known: Vec<usize> = self.parts.iter().map(|p| p.keys.len()).collect();
+        let positions = match self.fill_parts(batch, &hashes) {
+            Ok(positions) => positions,
+            Err(error) => {
+                self.forget(&known);
+                return Err(error);
+            }
+        };
+        // Each row's number, from its part's positions in row order. A key
+        // new to its part is numbered at its first row: keys new to a part
+        // have the positions after the known ones in the order first seen,
+        // so the numbers follow the order first seen across parts.
+        let parts = self.parts.len();
+        let mut next = vec![0usize; parts];
+        let mut numbers = Vec::with_capacity(hashes.len());
+        for hash in &hashes {
+            let index = part_of(*hash, parts);
+            let at = positions[index][next[index]] as usize;
+            next[index] += 1;
+            let part = &mut self.parts[index];
+            if at == part.numbers.len() {
+                part.numbers.push(self.len as u32);
+                self.len += 1;
+            }
+            numbers.push(part.numbers[at]);
+        }
+        Ok(numbers)
+    }
+
+    /// Each part's positions of the keys of the rows of batch `batch` (of
+    /// hashes `hashes`) it holds, in row order, the keys new to it added: a
+    /// part per core.
+    fn fill_parts(&mut self, batch: u32, hashes: &[u64]) -> Result<Vec<Vec<u32>>> {
         let parts = self.parts.len();
         let mut positions = vec![Vec::new(); parts];
         let mut filled: Vec<(&mut KeyPart, &mut Vec<u32>)> =
             self.parts.iter_mut().zip(positions.iter_mut()).collect();
-        let batches = &self.batches;
+        let (batches, stage) = (&self.batches, self.stage);
         each_mut_in_lanes(
             (stage, "a key indexing thread"),
             hashes.len(),
             &mut filled,
-            |part, (keys, positions)| {
-                **positions = keys.insert((batches, batch), (&hashes, part, parts), stage)?;
+            |index, (part, positions)| {
+                **positions = part.insert((batches, batch), (hashes, index, parts), stage)?;
                 Ok(())
             },
         )?;
-        self.number_new_keys(&known)?;
-        // Each row's number, from its part's positions in row order.
-        let mut next = vec![0usize; parts];
-        let numbers = hashes.iter().map(|hash| {
-            let part = part_of(*hash, parts);
-            let at = positions[part][next[part]];
-            next[part] += 1;
-            self.parts[part].numbers[at as usize]
-        });
-        Ok(numbers.collect())
+        Ok(positions)
     }
 
-    /// Numbers the keys the parts gained past `known` (each part's count
-    /// before), in the order they were first seen across parts (each
-    /// part's in that order already).
-    fn number_new_keys(&mut self, known: &[usize]) -> Result<()> {
-        let mut heads = known.to_vec();
-        loop {
-            // The part whose next new key was seen first.
-            let first = (self.parts.iter().zip(&heads).enumerate())
-                .filter_map(|(part, (keys, head))| keys.keys.get(*head).map(|k| (k.0, k.1, part)))
-                .min();
-            let Some((_, _, part)) = first else {
-                return Ok(());
-            };
-            let number = u32::try_from(self.len).map_err(|_| too_many(self.stage, "keys"))?;
-            self.parts[part].numbers.push(number);
-            heads[part] += 1;
-            self.len += 1;
+    /// Forgets what an insert that failed added: the keys past `known` (per
+    /// part) and its batch.
+    fn forget(&mut self, known: &[usize]) {
+        for (part, known) in self.parts.iter_mut().zip(known) {
+            part.keys.truncate(*known);
+            part.table.retain(|at| (*at as usize) < *known);
         }
+        self.batches.pop();
     }
 
     /// The number of each row's key, `None` where it is not indexed (a
@@ -764,6 +786,27 @@ mod tests {
             index.find(&column(&["k60000".to_string()])).unwrap(),
             [None]
         );
+    }
+
+    #[test]
+    fn an_insert_that_fails_after_filling_its_parts_is_forgotten_whole() {
+        let column =
+            |keys: &[&str]| -> Vec<ArrayRef> { vec![Arc::new(StringArray::from(keys.to_vec()))] };
+        let mut index = KeyIndex::new(Stage::Baseline);
+        index.insert(&column(&["a", "b"])).unwrap();
+        // An insert whose parts took its keys, then failed before they
+        // were numbered (a part's thread that could not start, say).
+        let text = index.as_text(&column(&["c", "a", "d"])).unwrap();
+        let hashes = index.row_hashes(&text);
+        index.batches.push(text);
+        let known: Vec<usize> = index.parts.iter().map(|p| p.keys.len()).collect();
+        index.fill_parts(1, &hashes).unwrap();
+        index.forget(&known);
+        assert_eq!(index.len(), 2);
+        let found = index.find(&column(&["c", "a", "d"])).unwrap();
+        assert_eq!(found, [None, Some(0), None]);
+        assert_eq!(index.insert(&column(&["d", "b", "c"])).unwrap(), [2, 1, 3]);
+        assert_eq!(index.len(), 4);
     }
 
     #[test]

@@ -72,6 +72,21 @@ pub(crate) fn over_row_ranges<R: Send>(
     Ok(done.into_iter().flatten().collect())
 }
 
+/// `work` over slices of `batch`'s rows: one contiguous share per core,
+/// each on a thread of its own named `stage`'s `what`, when there are at
+/// least [`PARALLEL_ROWS`] (else the whole batch on the calling thread);
+/// the results in row order.
+pub(crate) fn over_row_slices<R: Send>(
+    (stage, what): (Stage, &str),
+    batch: &RecordBatch,
+    work: impl Fn(&RecordBatch) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    let what = format!("{stage}: {what}");
+    over_row_ranges(&what, batch.num_rows(), |range| {
+        Ok(vec![work(&batch.slice(range.start, range.len()))?])
+    })
+}
+
 /// `work` applied to each of `items` with its position, the items split
 /// into one contiguous share per core, each share on a thread of its own
 /// named `stage`'s `what`, when the work is over at least

@@ -21,6 +21,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::{StreamExt, TryStreamExt};
+use tracing::Instrument;
 
 use crate::core::pool::LendingSpillPool;
 use crate::core::spill::{SPILL_EXTENSION, Spill, SpilledTable};
@@ -244,14 +245,15 @@ pub(crate) async fn logged_stream(
 /// `stream` read ahead by a task of its own, up to `batches` batches: its
 /// batches are decoded while the reader works on the ones before (the
 /// reader's work and the decoding would otherwise take turns). The task
-/// stops when the stream is dropped.
+/// runs on the current Tokio runtime, in the caller's span, and stops when
+/// the stream is dropped.
 pub(crate) fn read_ahead(
     stream: SendableRecordBatchStream,
     batches: usize,
 ) -> SendableRecordBatchStream {
     let mut ahead = RecordBatchReceiverStream::builder(stream.schema(), batches.max(1));
     let sender = ahead.tx();
-    ahead.spawn(async move {
+    let task = async move {
         let mut stream = stream;
         while let Some(batch) = stream.next().await {
             if sender.send(batch).await.is_err() {
@@ -259,7 +261,8 @@ pub(crate) fn read_ahead(
             }
         }
         Ok(())
-    });
+    };
+    ahead.spawn(task.in_current_span());
     ahead.build()
 }
 
@@ -464,10 +467,28 @@ mod tests {
             vec![Arc::new(Int64Array::from(vec![0, 1])) as ArrayRef],
         )
         .unwrap();
-        let endless = futures::stream::repeat_with(move || Ok(zeros.clone()));
+        let alive = Arc::new(());
+        let held = alive.clone();
+        let endless = futures::stream::repeat_with(move || {
+            let _held = &held;
+            Ok(zeros.clone())
+        });
         let endless = RecordBatchStreamAdapter::new(schema.clone(), endless);
         let first: Vec<_> = read_ahead(Box::pin(endless), 2).take(5).collect().await;
         assert_eq!(first.len(), 5);
+        // The task and the stream it read are dropped soon after.
+        for _ in 0..1000 {
+            if Arc::strong_count(&alive) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            Arc::strong_count(&alive),
+            1,
+            "the read-ahead task still runs"
+        );
     }
 
     #[tokio::test]

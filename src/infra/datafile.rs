@@ -69,8 +69,7 @@ const LANE_SLICES: usize = 2;
 impl SilverWriters {
     /// One writer per core for `silver`'s data files, named after `run_id`.
     pub fn open(silver: &Table, run_id: &str) -> SilverWriters {
-        let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let lanes = (0..lanes)
+        let lanes = (0..crate::core::parallel::lanes())
             .map(|_| {
                 let (sender, receiver) = tokio::sync::mpsc::channel(LANE_SLICES);
                 let (silver, run_id) = (silver.clone(), run_id.to_string());

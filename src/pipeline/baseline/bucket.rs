@@ -12,12 +12,11 @@ use chrono::NaiveDate;
 use datafusion::execution::SendableRecordBatchStream;
 use futures::TryStreamExt;
 
-use super::{READ_AHEAD_BATCHES, key_columns};
+use super::{in_groups, key_columns};
 use crate::config::contract::Contract;
 use crate::core::keys::Buckets;
 use crate::core::parallel::concat_batches;
 use crate::core::spill::{Spill, SpillDir};
-use crate::core::sql::read_ahead;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -58,9 +57,6 @@ pub(crate) struct SpilledHistory<'a> {
     dir: &'a SpillDir,
     read: tokio::sync::Mutex<BTreeMap<(NaiveDate, NaiveDate), SpreadRange>>,
 }
-
-/// The rows of history spread over the buckets together.
-const SPREAD_TOGETHER: usize = 65_536;
 
 /// One range of history, spread over the buckets.
 struct SpreadRange {
@@ -116,35 +112,21 @@ impl<'a> SpilledHistory<'a> {
         stream: SendableRecordBatchStream,
     ) -> Result<SpreadRange> {
         let schema = stream.schema();
-        // Silver's batches decode while the ones before are spread.
-        let mut stream = read_ahead(stream, READ_AHEAD_BATCHES);
         let folder = self.dir.folder(&format!("history-{start}-{end}"))?;
         let mut writers =
             self.dir
                 .bucket_writers((folder.as_deref(), "bucket"), self.buckets, &schema)?;
         let mut periods = BTreeSet::new();
-        // Spread a group at a time: a group's buckets are shared over the cores.
-        let mut group = Vec::new();
-        let mut spread_group = |group: &mut Vec<RecordBatch>| -> Result<()> {
-            if let Some(first) = group.first() {
-                let rows = concat_batches(&first.schema(), group, Stage::Baseline)?;
-                group.clear();
-                writers.add(&rows, &key_columns(contract, &rows)?, Stage::Baseline)?;
+        // A group at a time: a group's buckets are shared over the cores.
+        let batches = stream.map_err(|e| Error::query(Stage::Baseline)(e));
+        in_groups(batches, |group| {
+            for batch in &group {
+                periods.extend(month_starts(contract, batch)?);
             }
-            Ok(())
-        };
-        while let Some(batch) = stream
-            .try_next()
-            .await
-            .map_err(Error::query(Stage::Baseline))?
-        {
-            periods.extend(month_starts(contract, &batch)?);
-            group.push(batch);
-            if group.iter().map(RecordBatch::num_rows).sum::<usize>() >= SPREAD_TOGETHER {
-                spread_group(&mut group)?;
-            }
-        }
-        spread_group(&mut group)?;
+            let rows = concat_batches(&schema, &group, Stage::Baseline)?;
+            writers.add(&rows, &key_columns(contract, &rows)?, Stage::Baseline)
+        })
+        .await?;
         let spills = writers.finish()?;
         Ok(SpreadRange { spills, periods })
     }

@@ -281,13 +281,32 @@ async fn register_rows(ctx: &SessionContext, rows: &RecordBatch) -> Result<DataF
 /// Rows per slice of the in-memory tables, so the rules run on every core.
 const SLICE_ROWS: usize = 65_536;
 
-/// The rows of history whose entities are looked up together (the lookup
-/// gives each core a share of them).
-const LOOKED_UP_TOGETHER: usize = 65_536;
+/// The rows of history handled together ([`in_groups`]): their entities
+/// looked up together (the lookup gives each core a share of them), or
+/// spread over the buckets together (each core a share of the buckets);
+/// Silver's history is read that far ahead.
+const GROUP_ROWS: usize = 65_536;
 
-/// How many of Silver's batches (of 8,192 rows, DataFusion's default) are
-/// read ahead while a group's keys are looked up: a group's.
-const READ_AHEAD_BATCHES: usize = LOOKED_UP_TOGETHER / 8_192;
+/// Hands `stream`'s batches to `each` in groups of at least [`GROUP_ROWS`]
+/// rows (the last may hold fewer; an empty stream makes none).
+async fn in_groups(
+    mut stream: impl futures::Stream<Item = Result<RecordBatch>> + Unpin,
+    mut each: impl FnMut(Vec<RecordBatch>) -> Result<()>,
+) -> Result<()> {
+    let (mut group, mut rows) = (Vec::new(), 0);
+    while let Some(batch) = stream.try_next().await? {
+        rows += batch.num_rows();
+        group.push(batch);
+        if rows >= GROUP_ROWS {
+            each(std::mem::take(&mut group))?;
+            rows = 0;
+        }
+    }
+    match group.is_empty() {
+        true => Ok(()),
+        false => each(group),
+    }
+}
 
 fn slices(batch: &RecordBatch) -> Vec<RecordBatch> {
     (0..batch.num_rows())
@@ -544,37 +563,25 @@ impl HistoryRead<'_> {
         (history, mut absent): (&mut History, Option<&mut missing::Absent>),
         wanted: impl Fn(u32) -> bool,
     ) -> Result<()> {
-        let mut stream: BoxStream<'_, Result<RecordBatch>> = match self.bucket.history {
-            None => read_ahead(self.stream(ctx, range).await?, READ_AHEAD_BATCHES)
+        // Silver's rows decode a group ahead of the group looked up (or spread).
+        let ahead = GROUP_ROWS.div_ceil(ctx.copied_config().batch_size().max(1));
+        let silver = async { Ok(read_ahead(self.stream(ctx, range).await?, ahead)) };
+        let stream: BoxStream<'_, Result<RecordBatch>> = match self.bucket.history {
+            None => silver
+                .await?
                 .map_err(|e| Error::query(Stage::Baseline)(e))
                 .boxed(),
             Some(spilled) => {
                 let rows = spilled
-                    .rows(
-                        (range, self.bucket.index),
-                        self.contract,
-                        self.stream(ctx, range),
-                    )
+                    .rows((range, self.bucket.index), self.contract, silver)
                     .await?;
                 futures::stream::iter(rows.into_iter().map(Ok)).boxed()
             }
         };
-        // Batches are looked up a group at a time.
-        let mut group = Vec::new();
-        let mut group_rows = 0;
-        while let Some(batch) = stream.try_next().await? {
-            group_rows += batch.num_rows();
-            group.push(batch);
-            if group_rows >= LOOKED_UP_TOGETHER {
-                self.keep_found(
-                    &std::mem::take(&mut group),
-                    (history, absent.as_deref_mut()),
-                    &wanted,
-                )?;
-                group_rows = 0;
-            }
-        }
-        self.keep_found(&group, (history, absent), &wanted)
+        in_groups(stream, |group| {
+            self.keep_found(&group, (history, absent.as_deref_mut()), &wanted)
+        })
+        .await
     }
 
     /// Finds the drop entity of each row of `batches` (their keys looked up

@@ -38,7 +38,7 @@ use crate::config::Plan;
 use crate::config::contract::Contract;
 use crate::config::plan::Reference;
 use crate::config::rules::{Rule, Scope, Severity};
-use crate::core::parallel::{concat_batches, over_row_ranges};
+use crate::core::parallel::{concat_batches, over_row_slices};
 use crate::core::sql::quote;
 use crate::error::{Error, Result};
 use crate::pipeline::baseline::Baselined;
@@ -308,14 +308,8 @@ impl OutcomeCounts {
     pub fn count(&mut self, batches: &[RecordBatch]) -> Result<()> {
         for batch in batches {
             let sources = &self.sources;
-            let shares = over_row_ranges(
-                "evaluate: an outcome counting thread",
-                batch.num_rows(),
-                |range| {
-                    let share = batch.slice(range.start, range.len());
-                    Ok(vec![ShareCounts::of(&share, sources)?])
-                },
-            )?;
+            let what = (Stage::Evaluate, "an outcome counting thread");
+            let shares = over_row_slices(what, batch, |share| ShareCounts::of(share, sources))?;
             for share in shares {
                 self.add(share);
             }
@@ -382,7 +376,9 @@ fn tally(column: &Int8Array) -> Result<[u64; 4]> {
 }
 
 /// The codes of an outcome column, once each is checked to be an
-/// outcome's: an unknown code is a bug, named.
+/// outcome's: an unknown code is a bug, named. (The count checked them
+/// already; the verdicts of outcomes kept for a second judgement are
+/// read back from a spill, and one check per column costs little.)
 fn known_codes(column: &Int8Array) -> Result<&[i8]> {
     let codes: &[i8] = column.values();
     let known = 0..Outcome::ALL.len() as i8;
@@ -512,23 +508,12 @@ impl<'a> Verdicts<'a> {
     }
 
     /// One bucket's rows with their verdicts: own columns + `_dq_errors` +
-    /// `_dq_passed` + `_dq_severity`, in the rows' order; a batch's rows
-    /// are judged a share per core, each share a batch of its own.
+    /// `_dq_passed` + `_dq_severity`, a judged batch per batch.
     pub fn judge(&mut self, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
-        let mut judged = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let shares =
-                over_row_ranges("evaluate: a judging thread", batch.num_rows(), |range| {
-                    Ok(vec![
-                        self.judge_share(&batch.slice(range.start, range.len()))?,
-                    ])
-                })?;
-            for (share, with_baseline) in shares {
-                self.with_baseline += with_baseline;
-                self.without_baseline += (share.num_rows() as u64) - with_baseline;
-                judged.push(share);
-            }
-        }
+        let judged = batches
+            .iter()
+            .map(|batch| self.judge_batch(batch))
+            .collect::<Result<_>>()?;
         tracing::debug!("verdicts built");
         Ok(judged)
     }
@@ -750,16 +735,46 @@ fn errors_field() -> Field {
 }
 
 impl Verdicts<'_> {
-    /// Builds the verdict columns of a share of a batch's rows; with the
-    /// number of its rows that found a previous state.
-    fn judge_share(&self, batch: &RecordBatch) -> Result<(RecordBatch, u64)> {
-        let reader = BatchOutcomes::new(batch, &self.sources)?;
-        let has_baseline = batch
+    /// A batch's rows with their verdict columns, built a share of the rows
+    /// per core.
+    fn judge_batch(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let kept = BatchOutcomes::new(batch, &self.sources)?.kept;
+        let what = (Stage::Evaluate, "a judging thread");
+        let shares = over_row_slices(what, batch, |share| self.verdicts_of(share))?;
+        // Each share's columns, then each column's shares made one.
+        let (mut fields, mut by_share) = (Vec::new(), Vec::new());
+        for (share, baselines) in shares {
+            self.with_baseline += baselines.rows;
+            self.without_baseline += baselines.others;
+            let (share_fields, columns): (Vec<Field>, Vec<ArrayRef>) = share.into_iter().unzip();
+            fields = share_fields;
+            by_share.push(columns);
+        }
+        let verdicts = (fields.into_iter().enumerate())
+            .map(|(i, field)| {
+                let shares: Vec<ArrayRef> = by_share.iter().map(|c| c[i].clone()).collect();
+                Ok((field, concat_arrays(&shares)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let own: Vec<usize> = (0..kept).collect();
+        let own = batch.project(&own).map_err(Error::arrow(Stage::Evaluate))?;
+        with_columns(&own, verdicts, Stage::Evaluate)
+    }
+
+    /// The verdict columns of a share of a batch's rows, and how many of
+    /// them found a previous state.
+    fn verdicts_of(&self, share: &RecordBatch) -> Result<(Vec<(Field, ArrayRef)>, Baselines)> {
+        let reader = BatchOutcomes::new(share, &self.sources)?;
+        let has_baseline = share
             .column_by_name(HAS_BASELINE)
             .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
             .ok_or_else(|| Error::Internal("evaluate: _has_baseline is missing".to_string()))?;
-        let with_baseline = has_baseline.values().count_set_bits() as u64;
-        let mut built = VerdictColumns::with_capacity(batch.num_rows());
+        let rows = has_baseline.values().count_set_bits() as u64;
+        let baselines = Baselines {
+            rows,
+            others: share.num_rows() as u64 - rows,
+        };
+        let mut built = VerdictColumns::with_capacity(share.num_rows());
         let failing = reader.failing_rows(&self.sources, &self.periods)?;
         for (row, fails) in failing.into_iter().enumerate() {
             match fails {
@@ -767,10 +782,7 @@ impl Verdicts<'_> {
                 true => self.judge_row(&reader, row, &mut built)?,
             }
         }
-        let own: Vec<usize> = (0..reader.kept).collect();
-        let own = batch.project(&own).map_err(Error::arrow(Stage::Evaluate))?;
-        let judged = with_columns(&own, built.finish(), Stage::Evaluate)?;
-        Ok((judged, with_baseline))
+        Ok((built.finish(), baselines))
     }
 
     /// The verdict of a row that fails at least one rule: each rule it
@@ -792,6 +804,23 @@ impl Verdicts<'_> {
         }
         built.append(row_worst);
         Ok(())
+    }
+}
+
+/// How many rows of a share found a previous state, and how many did not.
+struct Baselines {
+    rows: u64,
+    others: u64,
+}
+
+/// One column's shares as one array (the share itself when there is one).
+fn concat_arrays(shares: &[ArrayRef]) -> Result<ArrayRef> {
+    match shares {
+        [one] => Ok(one.clone()),
+        _ => {
+            let shares: Vec<&dyn Array> = shares.iter().map(AsRef::as_ref).collect();
+            arrow::compute::concat(&shares).map_err(Error::arrow(Stage::Evaluate))
+        }
     }
 }
 
@@ -1111,6 +1140,8 @@ mod tests {
             counts.count(batches).unwrap();
             let mut verdicts = Verdicts::new(&rules, periods(), counts);
             let judged = verdicts.judge(batches).unwrap();
+            // A judged batch per batch, whatever the shares it was judged in.
+            assert_eq!(judged.len(), batches.len());
             let whole = arrow::compute::concat_batches(&judged[0].schema(), &judged).unwrap();
             let tallies: Vec<[u64; 4]> = (verdicts.outcomes.iter())
                 .map(|o| [o.failed, o.passed, o.skipped_no_baseline, o.not_applicable])
