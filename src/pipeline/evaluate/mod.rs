@@ -1065,13 +1065,19 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn rows_are_counted_and_judged_a_column_at_a_time_with_their_periods_outcomes() {
-        let rules = [
+    /// A row rule that quarantines, an aggregate rule that quarantines and
+    /// a row rule that warns, as [`six_rows`]' outcome columns are.
+    fn complete_volume_watch() -> [Rule; 3] {
+        [
             rule("complete", Scope::Row, Severity::Quarantine),
             rule("volume", Scope::Aggregate, Severity::Quarantine),
             rule("watch", Scope::Row, Severity::Warn),
-        ];
+        ]
+    }
+
+    #[test]
+    fn rows_are_counted_and_judged_a_column_at_a_time_with_their_periods_outcomes() {
+        let rules = complete_volume_watch();
         let rules: Vec<&Rule> = rules.iter().collect();
         let (january, february) = (JANUARY, FEBRUARY);
         let batch = six_rows();
@@ -1120,11 +1126,7 @@ mod tests {
 
     #[test]
     fn a_large_batch_counted_and_judged_in_shares_per_core_gives_what_small_batches_give() {
-        let rules = [
-            rule("complete", Scope::Row, Severity::Quarantine),
-            rule("volume", Scope::Aggregate, Severity::Quarantine),
-            rule("watch", Scope::Row, Severity::Warn),
-        ];
+        let rules = complete_volume_watch();
         let rules: Vec<&Rule> = rules.iter().collect();
         let periods = || {
             PeriodOutcomes::of(vec![
