@@ -60,13 +60,13 @@ impl KeyPart {
     /// The position in this part of the key of each row of batch `batch`
     /// (of `batches`) whose hash falls in part `part` of `parts`, in row
     /// order; the keys new to the part are added after the known ones, in
-    /// the order first seen.
+    /// the order first seen. The caller made sure positions fit in `u32`
+    /// (no index holds 4 billion keys).
     fn insert(
         &mut self,
         (batches, batch): (&[Vec<StringArray>], u32),
         (hashes, part, parts): (&[u64], usize, usize),
-        stage: Stage,
-    ) -> Result<Vec<u32>> {
+    ) -> Vec<u32> {
         let inserted = &batches[batch as usize];
         let (keys, table) = (&mut self.keys, &mut self.table);
         let expected = hashes.len() / parts + 1;
@@ -81,7 +81,7 @@ impl KeyPart {
             let at = match table.find(*hash, same) {
                 Some(at) => *at,
                 None => {
-                    let at = u32::try_from(keys.len()).map_err(|_| too_many(stage, "keys"))?;
+                    let at = keys.len() as u32;
                     keys.push((batch, row as u32, *hash));
                     table.insert_unique(*hash, at, |at| keys[*at as usize].2);
                     at
@@ -89,7 +89,7 @@ impl KeyPart {
             };
             positions.push(at);
         }
-        Ok(positions)
+        positions
     }
 
     /// The index's number of the key of row `row` of `columns` (of hash
@@ -185,7 +185,7 @@ impl KeyIndex {
             hashes.len(),
             &mut filled,
             |index, (part, positions)| {
-                **positions = part.insert((batches, batch), (hashes, index, parts), stage)?;
+                **positions = part.insert((batches, batch), (hashes, index, parts));
                 Ok(())
             },
         )?;

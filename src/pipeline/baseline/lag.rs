@@ -88,7 +88,7 @@ pub(super) fn lag(
     // A few columns at a time, one per core (at most four), each taken out
     // of the history as it is read and freed once gathered, so that the
     // history shrinks while the previous values grow.
-    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let lanes = crate::core::parallel::lanes().min(4);
     let names: Vec<&String> = prev.iter().collect();
     for names in names.chunks(lanes) {
         let columns = names

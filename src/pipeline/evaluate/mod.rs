@@ -627,24 +627,28 @@ fn outcome_sql(rule: &Rule, contract: &Contract) -> String {
 
 /// Reads each rule's outcome for each row of a batch.
 struct BatchOutcomes<'a> {
-    /// How many leading columns are the rows' own.
-    kept: usize,
     /// The batch's rows.
     rows: usize,
     columns: Vec<Option<&'a Int8Array>>,
     periods: Option<&'a Date32Array>,
 }
 
+/// How many leading columns of a batch of outcomes (from `sources`) are
+/// the rows' own.
+fn own_columns(batch: &RecordBatch, sources: &[OutcomeSource]) -> Result<usize> {
+    let row_rules = sources
+        .iter()
+        .filter(|s| matches!(s, OutcomeSource::Column(_)))
+        .count();
+    batch
+        .num_columns()
+        .checked_sub(row_rules)
+        .ok_or_else(|| Error::Internal("evaluate: fewer columns than outcomes".to_string()))
+}
+
 impl<'a> BatchOutcomes<'a> {
     fn new(batch: &'a RecordBatch, sources: &[OutcomeSource]) -> Result<BatchOutcomes<'a>> {
-        let row_rules = sources
-            .iter()
-            .filter(|s| matches!(s, OutcomeSource::Column(_)))
-            .count();
-        let kept = batch
-            .num_columns()
-            .checked_sub(row_rules)
-            .ok_or_else(|| Error::Internal("evaluate: fewer columns than outcomes".to_string()))?;
+        let kept = own_columns(batch, sources)?;
         let columns = sources
             .iter()
             .map(|source| match source {
@@ -663,7 +667,6 @@ impl<'a> BatchOutcomes<'a> {
             .column_by_name(PERIOD)
             .and_then(|c| c.as_any().downcast_ref::<Date32Array>());
         Ok(BatchOutcomes {
-            kept,
             rows: batch.num_rows(),
             columns,
             periods,
@@ -738,7 +741,7 @@ impl Verdicts<'_> {
     /// A batch's rows with their verdict columns, built a share of the rows
     /// per core.
     fn judge_batch(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let kept = BatchOutcomes::new(batch, &self.sources)?.kept;
+        let kept = own_columns(batch, &self.sources)?;
         let what = (Stage::Evaluate, "a judging thread");
         let shares = over_row_slices(what, batch, |share| self.verdicts_of(share))?;
         // Each share's columns, then each column's shares made one.

@@ -40,7 +40,7 @@ impl Pieces {
             min_bytes: 16 << 20,
             // At most 8 at once: a round stays within 256 MiB of text
             // whatever the machine's cores.
-            lanes: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+            lanes: crate::core::parallel::lanes().min(8),
         }
     }
 }

@@ -159,7 +159,7 @@ fn bad(file: &DropFile, reason: String) -> Error {
 
 /// Contiguous ranges of `count` contract columns, one per core.
 fn column_ranges(count: usize) -> Vec<Range<usize>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::core::parallel::lanes();
     let size = count.div_ceil(cores.clamp(1, count.max(1))).max(1);
     (0..count)
         .step_by(size)
